@@ -1,0 +1,66 @@
+"""Helpers for tests: plain reference runs and snapshots of what a recorder must not change."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import networkx as nx
+import torch
+from torch.nn.modules import module as torch_module
+
+from models import Case, make
+from torchgraphrec.capture.structures import flatten_tensors
+from torchgraphrec.recording import backward_loss
+
+__all__ = ["run_plain", "hook_state", "nodes_of", "assert_same_tensors"]
+
+
+def run_plain(case: Case, backward: bool = False) -> tuple[Any, dict[str, torch.Tensor]]:
+    """Run a deep copy of ``case`` without any recorder: its output and parameter grads."""
+    model = copy.deepcopy(case.model)
+    output = model(*case.args, **case.kwargs)
+    grads = {}
+    if backward:
+        backward_loss(output).backward()
+        grads = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    return output, grads
+
+
+def assert_same_tensors(left: Any, right: Any) -> None:
+    """The two nested values hold bit-identical tensors in the same places."""
+    left_tensors, right_tensors = flatten_tensors(left), flatten_tensors(right)
+    assert len(left_tensors) == len(right_tensors) > 0
+    for a, b in zip(left_tensors, right_tensors):
+        assert torch.equal(a, b)
+
+
+def hook_state(model: torch.nn.Module) -> dict[str, Any]:
+    """Everything a recorder could leave behind on ``model`` or in torch's global state."""
+    per_module = {}
+    for name, module in model.named_modules():
+        per_module[name] = (
+            len(module._forward_hooks), len(module._forward_pre_hooks),
+            len(module._backward_hooks), len(module._backward_pre_hooks),
+            len(module._forward_hooks_with_kwargs), len(module._forward_hooks_always_called),
+            module.training,
+        )
+    return {
+        "modules": per_module,
+        "global": (len(torch_module._global_forward_hooks),
+                   len(torch_module._global_forward_pre_hooks),
+                   len(torch_module._global_backward_hooks),
+                   len(torch_module._global_forward_hooks_always_called)),
+        "grad_enabled": torch.is_grad_enabled(),
+        "params": [(n, p.requires_grad, p.device) for n, p in model.named_parameters()],
+    }
+
+
+def nodes_of(graph: nx.DiGraph, kind: str) -> dict[str, dict]:
+    """The nodes of one kind, with their attributes."""
+    return {node: attrs for node, attrs in graph.nodes(data=True) if attrs["kind"] == kind}
+
+
+def fresh(name: str) -> Case:
+    """A zoo case built from seed 0 (same weights and inputs every time)."""
+    return make(name, seed=0)

@@ -1,0 +1,283 @@
+"""record() on the whole zoo: the guarantees of the foundation, one test per promise."""
+
+from __future__ import annotations
+
+import collections
+import copy
+import gc
+import json
+import pickle
+import warnings
+import weakref
+
+import networkx as nx
+import pytest
+import torch
+
+import torchgraphrec as tgr
+from helpers import assert_same_tensors, fresh, hook_state, nodes_of, run_plain
+from models import ZOO, ChainOps, Raising
+from torchgraphrec.recording import backward_loss
+
+ZOO_NAMES = sorted(ZOO)
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict[str, tgr.Recording]:
+    """Every zoo model recorded once with backward, warnings turned into errors."""
+    recordings = {}
+    for name in ZOO_NAMES:
+        case = fresh(name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            recordings[name] = tgr.record(copy.deepcopy(case.model), case.args, case.kwargs,
+                                          backward=True)
+    return recordings
+
+
+@pytest.mark.parametrize("name", ZOO_NAMES)
+def test_records_without_warnings(name: str) -> None:
+    case = fresh(name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tgr.record(case.model, case.args, case.kwargs, backward=True)
+    assert [str(w.message) for w in caught] == []
+
+
+@pytest.mark.parametrize("name", ZOO_NAMES)
+def test_outputs_and_gradients_are_bit_identical(name: str) -> None:
+    case = fresh(name)
+    expected_output, expected_grads = run_plain(case, backward=True)
+    model = copy.deepcopy(case.model)
+    recording = tgr.record(model, case.args, case.kwargs, backward=True)
+    assert_same_tensors(recording.output, expected_output)
+    grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    assert grads.keys() == expected_grads.keys() and grads
+    for param_name, grad in grads.items():
+        assert torch.equal(grad, expected_grads[param_name]), param_name
+
+
+@pytest.mark.parametrize("name", ZOO_NAMES)
+def test_graph_is_valid_dag(recorded: dict, name: str) -> None:
+    graph = recorded[name].graph
+    tgr.validate(graph)
+    assert nx.is_directed_acyclic_graph(graph)
+    assert graph.graph["model"] == type(fresh(name).model).__qualname__
+
+
+def _count_calls(case) -> collections.Counter:
+    model = copy.deepcopy(case.model)
+    names = {module: name for name, module in model.named_modules()}
+    counts: collections.Counter = collections.Counter()
+    handles = [m.register_forward_pre_hook(lambda m, a: counts.update([names[m]]))
+               for m in names]
+    model(*case.args, **case.kwargs)
+    for handle in handles:
+        handle.remove()
+    return counts
+
+
+@pytest.mark.parametrize("name", ZOO_NAMES)
+def test_one_layer_node_per_module_call(recorded: dict, name: str) -> None:
+    layers = nodes_of(recorded[name].graph, "layer")
+    assert collections.Counter(a["qualname"] for a in layers.values()) == _count_calls(fresh(name))
+    for node, attrs in layers.items():
+        assert node == f"layer:{attrs['qualname']}#{attrs['call_index']}"
+
+
+@pytest.mark.parametrize("name", ZOO_NAMES)
+def test_layer_parents_follow_the_module_tree(recorded: dict, name: str) -> None:
+    graph = recorded[name].graph
+    for attrs in nodes_of(graph, "layer").values():
+        if attrs["parent"] is None:
+            assert attrs["qualname"] == "" and attrs["depth"] == 0
+            continue
+        parent = graph.nodes[attrs["parent"]]
+        assert parent["qualname"] == "" or attrs["qualname"].startswith(parent["qualname"] + ".")
+        assert attrs["depth"] == parent["depth"] + 1
+        assert parent["t_start_ns"] <= attrs["t_start_ns"] <= attrs["t_end_ns"] <= parent["t_end_ns"]
+
+
+@pytest.mark.parametrize("name", ZOO_NAMES)
+def test_one_param_node_per_parameter_reaching_the_output(recorded: dict, name: str) -> None:
+    _, grads = run_plain(fresh(name), backward=True)
+    params = nodes_of(recorded[name].graph, "param")
+    assert {a["qualname"] for a in params.values()} == set(grads)
+    shapes = {n: tuple(p.shape) for n, p in fresh(name).model.named_parameters()}
+    for node, attrs in params.items():
+        assert node == f"param:{attrs['qualname']}"
+        assert attrs["shape"] == shapes[attrs["qualname"]]
+
+
+@pytest.mark.parametrize("name", ZOO_NAMES)
+def test_a_path_runs_from_an_input_to_every_output(recorded: dict, name: str) -> None:
+    graph = recorded[name].graph
+    tensors = nodes_of(graph, "tensor")
+    inputs = [n for n, a in tensors.items() if a["role"] == "input"]
+    outputs = [n for n, a in tensors.items() if a["role"] == "output"]
+    assert inputs and outputs
+    for output in outputs:
+        assert any(nx.has_path(graph, source, output) for source in inputs), output
+    for node in inputs:
+        assert tensors[node]["parent"] is None and tensors[node]["depth"] == 0
+
+
+def test_shared_module_calls_share_param_nodes(recorded: dict) -> None:
+    graph = recorded["reused_module"].graph
+    calls = sorted(a["call_index"] for a in nodes_of(graph, "layer").values()
+                   if a["qualname"] == "shared")
+    assert calls == [0, 1, 2]
+    users = {graph.nodes[op]["parent"] for op in graph.successors("param:shared.weight")}
+    assert users == {"layer:shared#0", "layer:shared#1", "layer:shared#2"}
+    assert graph.nodes["param:shared.weight"]["parent"] == "layer:shared#0"
+
+
+def test_functional_parameter_use_is_attributed(recorded: dict) -> None:
+    graph = recorded["multihead_attention"].graph
+    assert graph.nodes["param:attn.out_proj.weight"]["parent"] == "layer:attn#0"
+    assert graph.nodes["param:attn.in_proj_weight"]["parent"] == "layer:attn#0"
+
+
+def test_in_place_ops_make_new_versions(recorded: dict) -> None:
+    tensors = nodes_of(recorded["inplace"].graph, "tensor")
+    versions = collections.defaultdict(set)
+    for node in tensors:
+        number, version = node.removeprefix("tensor:").split("@v")
+        versions[number].add(int(version))
+    assert any(len(v) > 1 for v in versions.values())
+    ops = {a["name"] for a in nodes_of(recorded["inplace"].graph, "op").values()}
+    assert {"relu", "add", "copy_slices"} <= ops
+
+
+def test_integer_ids_feed_the_embedding(recorded: dict) -> None:
+    graph = recorded["embedding"].graph
+    ids = next(n for n, a in nodes_of(graph, "tensor").items() if a["role"] == "input")
+    assert graph.nodes[ids]["dtype"] == "int64"
+    assert [graph.nodes[s]["name"] for s in graph.successors(ids)] == ["embedding"]
+
+
+def test_kwargs_tensors_are_recorded(recorded: dict) -> None:
+    graph = recorded["two_inputs_kwargs"].graph
+    inputs = [a["shape"] for a in nodes_of(graph, "tensor").values() if a["role"] == "input"]
+    assert sorted(inputs) == [(2, 4), (2, 5), (3,)]
+
+
+def test_backward_is_timed(recorded: dict) -> None:
+    root = recorded["mlp"].graph.nodes["layer:#0"]
+    assert root["t_end_ns"] <= root["t_backward_start_ns"] <= root["t_backward_end_ns"]
+
+
+@pytest.mark.parametrize("name", ["mlp", "gpt2", "recurrent", "structured_outputs"])
+def test_nothing_is_left_behind(name: str) -> None:
+    case = fresh(name)
+    inputs = [t for t in case.args if isinstance(t, torch.Tensor)]
+    before = hook_state(case.model), [t.requires_grad for t in inputs]
+    tgr.record(case.model, case.args, case.kwargs, backward=True)
+    assert (hook_state(case.model), [t.requires_grad for t in inputs]) == before
+    assert gc.isenabled()
+
+
+def test_the_users_exception_propagates_with_a_note() -> None:
+    model = Raising()
+    model.train()
+    before = hook_state(model)
+    with pytest.raises(ValueError, match="bad input shape") as caught:
+        tgr.record(model, torch.randn(2, 3))
+    assert caught.value.__notes__ == [
+        "torchgraphrec: raised in the call of 'inner.bad' (Bad, call_index 0)"]
+    assert hook_state(model) == before and model.training and gc.isenabled()
+
+
+def test_recording_after_a_failure_works_again() -> None:
+    model = Raising()
+    with pytest.raises(ValueError, match="bad input shape"):
+        tgr.record(model, torch.randn(2, 3))
+    del model.inner.bad
+    graph = tgr.record(model, torch.randn(2, 3)).graph
+    assert {a["qualname"] for a in nodes_of(graph, "layer").values()} == {"", "first", "inner",
+                                                                           "inner.0"}
+
+
+def _comparable(graph: nx.DiGraph) -> tuple:
+    nodes = [(n, {k: v for k, v in a.items() if not k.startswith("t_")})
+             for n, a in graph.nodes(data=True)]
+    edges = [(s, t, a["kind"], a["seq"]) for s, t, a in graph.edges(data=True)]
+    return nodes, edges, graph.graph
+
+
+@pytest.mark.parametrize("name", ZOO_NAMES)
+def test_recordings_are_deterministic(name: str) -> None:
+    first = tgr.record(fresh(name).model, fresh(name).args, fresh(name).kwargs).graph
+    case = fresh(name)
+    second = tgr.record(case.model, case.args, case.kwargs).graph
+    assert _comparable(first) == _comparable(second)
+
+
+def test_a_module_with_5000_chained_ops_records_iteratively() -> None:
+    graph = tgr.record(ChainOps(5000), torch.randn(3)).graph
+    ops = nodes_of(graph, "op")
+    assert len(ops) == 5001
+    assert nx.dag_longest_path_length(graph) >= 5001
+
+
+@pytest.mark.parametrize("name", ["gpt2", "resnet_like"])
+def test_graph_holds_only_plain_values(recorded: dict, name: str) -> None:
+    graph = recorded[name].graph
+    assert nx.utils.graphs_equal(pickle.loads(pickle.dumps(graph)), graph)
+    json.dumps([list(graph.nodes(data=True)), list(graph.edges(data=True)), graph.graph])
+
+
+class _Stash(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.refs: list[weakref.ref] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.lin(x).relu()
+        self.refs.append(weakref.ref(hidden))
+        return hidden * 2
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_no_activation_is_kept_alive(backward: bool) -> None:
+    model = _Stash()
+    recording = tgr.record(model, torch.randn(2, 4), backward=backward)
+    recording.output = None
+    gc.collect()
+    assert model.refs and model.refs[0]() is None
+    assert recording.graph.number_of_nodes() > 0
+
+
+def test_recorder_numbers_repeated_calls() -> None:
+    case = fresh("mlp")
+    with tgr.Recorder(case.model) as rec:
+        for _ in range(3):
+            loss = backward_loss(case.model(*case.args))
+            loss.backward()
+    layers = nodes_of(rec.graph, "layer")
+    assert sorted(a["call_index"] for a in layers.values() if a["qualname"] == "0") == [0, 1, 2]
+    assert rec.recording.graph is rec.graph
+    tgr.validate(rec.graph)
+
+
+@pytest.mark.parametrize("model, args, kwargs, error, match", [
+    ("not a model", (), None, TypeError, "model must be a torch.nn.Module, got str"),
+    (torch.nn.Linear(2, 2), [torch.ones(2)], None, TypeError,
+     "args must be a tensor or a tuple of arguments, got list"),
+    (torch.nn.Linear(2, 2), torch.ones(2), ["x"], TypeError,
+     "kwargs must be a mapping of keyword arguments or None, got list"),
+    ("scripted", torch.ones(2), None, TypeError, "cannot record a torch.jit.ScriptModule"),
+])
+def test_bad_input_is_refused_clearly(model, args, kwargs, error, match) -> None:
+    if model == "scripted":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.script's own
+            model = torch.jit.script(torch.nn.Linear(2, 2))
+    with pytest.raises(error, match=match):
+        tgr.record(model, args, kwargs)
+
+
+def test_backward_needs_a_floating_output() -> None:
+    with pytest.raises(ValueError, match="holds no floating tensor that requires grad"):
+        tgr.record(torch.nn.Identity(), torch.tensor([1, 2]), backward=True)

@@ -1,0 +1,191 @@
+"""The forward hooks: they note module calls and boundary tensors, and nothing more."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+import time
+import weakref
+from typing import Any, Callable
+
+import torch
+from torch.nn.modules import module as torch_module
+
+from torchgraphrec.capture.events import CallRecord, Events, TensorRecord
+from torchgraphrec.capture.structures import flatten_tensors
+from torchgraphrec.capture.tables import ModuleTable
+
+__all__ = ["CallTracker"]
+
+_peek_sequence_nr: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
+_now = time.perf_counter_ns
+
+
+def _version_of(tensor: torch.Tensor) -> int:
+    try:
+        return tensor._version
+    except RuntimeError:  # inference tensors keep no version counter
+        return 0
+
+
+class CallTracker:
+    """Global module hooks, filtered to one model's modules and one thread.
+
+    The hooks append records to :class:`Events` and hand each finished top-level call (a
+    *session*) to ``on_session_end``, which walks its autograd graph while it is alive.
+    Breakpoints ``(sequence_nr, call, time)`` mark which call was innermost from which
+    autograd sequence number on, so that ops can be attributed by their ``_sequence_nr``.
+    """
+
+    def __init__(self, table: ModuleTable, events: Events,
+                 on_session_end: Callable[["CallTracker"], None]) -> None:
+        self.table = table
+        self.events = events
+        self.on_session_end = on_session_end
+        self.stack: list[int] = []
+        self.breaks: list[tuple[int, int, int]] = []
+        self.session_calls: list[int] = []
+        self.failure: BaseException | None = None
+        self._objects: dict[int, tuple[weakref.ref, int]] = {}
+        self._versions: dict[tuple[int, int], int] = {}
+        self._numbers = 0
+        self._call_counts: dict[int, int] = {}
+        self.first_call: dict[int, int] = {}
+        self._handles: list[Any] = []
+        self._thread = 0
+        self._t0 = 0
+        self._gc_was_enabled = False
+        self._noted: BaseException | None = None
+
+    def attach(self) -> None:
+        """Start listening (on the calling thread)."""
+        self._thread = threading.get_ident()
+        self._t0 = _now()
+        self._handles.append(torch_module.register_module_forward_pre_hook(self._pre_hook))
+        self._handles.append(torch_module.register_module_forward_hook(
+            self._post_hook, with_kwargs=True, always_call=True))
+
+    def detach(self) -> None:
+        """Stop listening; safe to call twice."""
+        while self._handles:
+            self._handles.pop().remove()
+        self._restore_gc()
+
+    def elapsed(self) -> int:
+        """Nanoseconds since :meth:`attach`."""
+        return _now() - self._t0
+
+    def lookup(self, tensor: torch.Tensor) -> int | None:
+        """The index of the record already made for ``tensor`` at its current version."""
+        entry = self._objects.get(id(tensor))
+        if entry is None or entry[0]() is not tensor:
+            return None
+        return self._versions.get((entry[1], _version_of(tensor)))
+
+    def see(self, tensor: torch.Tensor, parent: int, t: int) -> int:
+        """The record index for ``tensor`` as it is now, made on first sight."""
+        entry = self._objects.get(id(tensor))
+        if entry is None or entry[0]() is not tensor:
+            entry = (weakref.ref(tensor), self._numbers)
+            self._objects[id(tensor)] = entry
+            self._numbers += 1
+        key = (entry[1], _version_of(tensor))
+        index = self._versions.get(key)
+        if index is None:
+            events = self.events
+            index = len(events.tensors)
+            events.tensors.append(TensorRecord(key[0], key[1], tensor, parent, events.next_seq(), t))
+            self._versions[key] = index
+        return index
+
+    def _pre_hook(self, module: torch.nn.Module, args: tuple) -> None:
+        if threading.get_ident() != self._thread or self.failure is not None:
+            return
+        module_index = self.table.index_of.get(id(module))
+        if module_index is None:
+            return
+        try:
+            self._enter(module_index, args)
+        except Exception as exc:  # a recorder bug must never break the user's forward
+            self._fail(exc)
+
+    def _post_hook(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
+        if threading.get_ident() != self._thread or self.failure is not None:
+            return
+        module_index = self.table.index_of.get(id(module))
+        if module_index is None:
+            return
+        kwargs, output = rest if len(rest) == 2 else ({}, rest[0])
+        try:
+            self._leave(module_index, kwargs, output)
+        except Exception as exc:
+            self._fail(exc)
+
+    def _enter(self, module_index: int, args: tuple) -> None:
+        t, seq = self.elapsed(), _peek_sequence_nr()
+        stack, events = self.stack, self.events
+        if not stack:
+            self._begin_session()
+        parent = stack[-1] if stack else -1
+        depth = events.calls[parent].depth + 1 if parent >= 0 else 0
+        call_index = self._call_counts.get(module_index, 0)
+        self._call_counts[module_index] = call_index + 1
+        call = CallRecord(module_index, call_index, parent, depth, events.next_seq(), t, seq)
+        call.inputs = [self.see(x, parent, t) for x in flatten_tensors(args)]
+        index = len(events.calls)
+        events.calls.append(call)
+        self.first_call.setdefault(module_index, index)
+        stack.append(index)
+        self.session_calls.append(index)
+        self.breaks.append((seq, index, t))
+
+    def _leave(self, module_index: int, kwargs: dict, output: Any) -> None:
+        t, seq = self.elapsed(), _peek_sequence_nr()
+        if not self.stack or self.events.calls[self.stack[-1]].module != module_index:
+            raise RuntimeError("module calls did not nest: a forward hook was skipped")
+        index = self.stack.pop()
+        call = self.events.calls[index]
+        call.t_end, call.seq_end = t, seq
+        if kwargs:
+            call.inputs += [self.see(x, call.parent, call.t_start) for x in flatten_tensors(kwargs)]
+        raised = sys.exc_info()[1] if output is None else None
+        if raised is not None:
+            self._note(raised, call)
+        else:
+            call.outputs = [self.see(x, index, t) for x in flatten_tensors(output)]
+        self.breaks.append((seq, call.parent, t))
+        if not self.stack:
+            self._end_session()
+
+    def _note(self, exc: BaseException, call: CallRecord) -> None:
+        if exc is self._noted or not hasattr(exc, "add_note"):
+            return
+        self._noted = exc
+        qualname = self.table.qualnames[call.module] or "<root>"
+        exc.add_note(f"torchgraphrec: raised in the call of {qualname!r} "
+                     f"({self.table.types[call.module]}, call_index {call.call_index})")
+
+    def _begin_session(self) -> None:
+        # The collector's passes over the many small records made during capture cost
+        # about half a forward on deep models; it is off for the forward only.
+        self._gc_was_enabled = gc.isenabled()
+        gc.disable()
+
+    def _end_session(self) -> None:
+        try:
+            self.on_session_end(self)
+        finally:
+            self.breaks = []
+            self.session_calls = []
+            self._restore_gc()
+
+    def _restore_gc(self) -> None:
+        if self._gc_was_enabled:
+            self._gc_was_enabled = False
+            gc.enable()
+
+    def _fail(self, exc: Exception) -> None:
+        self.failure = exc
+        self.stack.clear()
+        self._restore_gc()

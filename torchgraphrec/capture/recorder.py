@@ -1,0 +1,112 @@
+"""Recorder: the context manager that owns all capture state and every handle it adds."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import networkx as nx
+import torch
+from torch import nn
+
+from torchgraphrec.capture.backward import BackwardClock
+from torchgraphrec.capture.build import build_graph
+from torchgraphrec.capture.events import Events
+from torchgraphrec.capture.hooks import CallTracker
+from torchgraphrec.capture.session import finish_session
+from torchgraphrec.capture.tables import ModuleTable
+from torchgraphrec.errors import CaptureError
+
+if TYPE_CHECKING:
+    from torchgraphrec.recording import Recording
+
+__all__ = ["Recorder", "check_model"]
+
+
+def check_model(model: Any) -> nn.Module:
+    """Return ``model`` if it can be recorded, else raise a ``TypeError`` saying why."""
+    if isinstance(model, torch.jit.ScriptModule):
+        raise TypeError(
+            f"cannot record a torch.jit.ScriptModule ({type(model).__name__}): scripted "
+            "modules run no Python hooks; record the original nn.Module instead")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}: {model!r}"[:200])
+    return model
+
+
+class Recorder:
+    """Record every forward call of ``model`` made inside a ``with`` block.
+
+    Each call of a module becomes a ``layer`` node (a module's second call gets
+    ``call_index`` 1, and so on). With ``backward=True`` (the default) a backward pass run
+    inside the block is timed too (``t_backward_start_ns`` / ``t_backward_end_ns`` on op and
+    layer nodes). All hooks are removed on leaving the block, also when it raises.
+
+    Args:
+        model: the module to record.
+        backward: also time backward passes run inside the block.
+
+    >>> import torch
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())
+    >>> with Recorder(model) as rec:
+    ...     loss = model(torch.randn(4, 3)).sum()
+    ...     loss.backward()
+    >>> sorted(n for n, a in rec.graph.nodes(data=True) if a["kind"] == "layer")
+    ['layer:#0', 'layer:0#0', 'layer:1#0']
+    """
+
+    def __init__(self, model: nn.Module, *, backward: bool = True) -> None:
+        self.model = check_model(model)
+        self.backward = bool(backward)
+        self._table: ModuleTable | None = None
+        self._events = Events()
+        self._tracker: CallTracker | None = None
+        self._clock = BackwardClock()
+        self._recording: Recording | None = None
+        self._built_at = -1
+
+    def __enter__(self) -> "Recorder":
+        if self._tracker is not None:
+            raise RuntimeError("this Recorder is already recording; make a new one to nest")
+        self._table = ModuleTable(self.model)
+        self._tracker = CallTracker(self._table, self._events, self._finish)
+        self._tracker.attach()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        tracker = self._tracker
+        if tracker is None:
+            return
+        tracker.detach()
+        self._clock.detach()
+        for record in self._events.tensors:
+            record.grad_fn = None
+        self._tracker = None
+        if tracker.failure is not None and exc is None:
+            raise CaptureError(f"the recorder failed: {tracker.failure!r}") from tracker.failure
+
+    def _finish(self, tracker: CallTracker) -> None:
+        first_op = len(self._events.ops)
+        nodes = finish_session(tracker)
+        if self.backward:
+            self._clock.attach(nodes, self._events.ops[first_op:], tracker.elapsed)
+
+    @property
+    def recording(self) -> "Recording":
+        """What has been recorded so far, as a :class:`~torchgraphrec.Recording`."""
+        from torchgraphrec.recording import Recording
+
+        stamp = self._events.seq + self._clock.count
+        if self._recording is None or self._built_at != stamp:
+            table = self._table or ModuleTable(self.model)
+            graph = build_graph(self._events, table)
+            self._clock.annotate(graph)
+            self._recording = Recording(graph)
+            self._built_at = stamp
+        return self._recording
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The recorded graph (``self.recording.graph``)."""
+        return self.recording.graph

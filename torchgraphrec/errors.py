@@ -1,0 +1,20 @@
+"""The exceptions torchgraphrec raises of its own."""
+
+__all__ = ["TorchGraphRecError", "SchemaError", "CaptureError"]
+
+
+class TorchGraphRecError(Exception):
+    """Root of every exception raised by torchgraphrec itself."""
+
+
+class SchemaError(TorchGraphRecError, ValueError):
+    """A graph breaks a rule of the schema; the message names the node or edge and the rule.
+
+    >>> raise SchemaError("node 'x': missing attribute 'kind'")
+    Traceback (most recent call last):
+    torchgraphrec.errors.SchemaError: node 'x': missing attribute 'kind'
+    """
+
+
+class CaptureError(TorchGraphRecError, RuntimeError):
+    """The recorder itself failed; the user's model was left as it was."""

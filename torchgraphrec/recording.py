@@ -1,0 +1,109 @@
+"""Recording (a recorded graph with its conveniences) and record(), the one-call entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import networkx as nx
+
+__all__ = ["Recording", "record", "backward_loss"]
+
+
+class Recording:
+    """One recorded execution: the graph and what the model returned.
+
+    Attributes:
+        graph: the :class:`networkx.DiGraph` in the schema of :mod:`torchgraphrec.schema`.
+        output: what the model returned (``None`` for a :class:`~torchgraphrec.Recorder`'s
+            recording, which may span many calls).
+    """
+
+    def __init__(self, graph: nx.DiGraph, output: Any = None) -> None:
+        self.graph = graph
+        self.output = output
+
+    def __repr__(self) -> str:
+        counts = {kind: 0 for kind in ("layer", "tensor", "param", "op")}
+        for _, kind in self.graph.nodes(data="kind"):
+            counts[kind] = counts.get(kind, 0) + 1
+        return (f"<Recording model={self.graph.graph.get('model')} layers={counts['layer']} "
+                f"ops={counts['op']} tensors={counts['tensor']} params={counts['param']}>")
+
+
+def _as_args(args: Any) -> tuple:
+    import torch
+
+    if isinstance(args, torch.Tensor):
+        return (args,)
+    if isinstance(args, tuple):
+        return args
+    raise TypeError(f"args must be a tensor or a tuple of arguments, got "
+                    f"{type(args).__name__}: {args!r}"[:300])
+
+
+def _as_kwargs(kwargs: Any) -> dict:
+    if kwargs is None:
+        return {}
+    if isinstance(kwargs, Mapping):
+        return dict(kwargs)
+    raise TypeError(f"kwargs must be a mapping of keyword arguments or None, got "
+                    f"{type(kwargs).__name__}: {kwargs!r}"[:300])
+
+
+def backward_loss(output: Any) -> Any:
+    """The scalar ``record(..., backward=True)`` back-propagates: the sum of the output's
+    floating tensors that require grad, summed one after another in output order.
+
+    >>> import torch
+    >>> x = torch.ones(2, requires_grad=True)
+    >>> backward_loss({"a": x * 2, "ids": torch.tensor([1, 2])})
+    tensor(4., grad_fn=<AddBackward0>)
+    """
+    from torchgraphrec.capture.structures import flatten_tensors
+
+    parts = [t.sum() for t in flatten_tensors(output) if t.is_floating_point() and t.requires_grad]
+    if not parts:
+        raise ValueError("backward=True, but the model's output holds no floating tensor that "
+                         "requires grad")
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
+
+
+def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, *,
+           backward: bool = False) -> Recording:
+    """Run ``model(*args, **kwargs)`` once and record it.
+
+    Args:
+        model: the ``torch.nn.Module`` to run.
+        args: one tensor, or a tuple of positional arguments.
+        kwargs: keyword arguments, or ``None``.
+        backward: also back-propagate from :func:`backward_loss` of the output and time it.
+
+    Returns:
+        A :class:`Recording` with the graph and the model's output.
+
+    Raises:
+        TypeError: ``model`` is not a ``torch.nn.Module`` (or is a ScriptModule), ``args``
+            is neither a tensor nor a tuple, or ``kwargs`` is not a mapping.
+
+    >>> import torch
+    >>> rec = record(torch.nn.Linear(3, 2), torch.randn(1, 3))
+    >>> rec
+    <Recording model=Linear layers=1 ops=1 tensors=2 params=2>
+    >>> [attrs["name"] for _, attrs in rec.graph.nodes(data=True) if attrs["kind"] == "op"]
+    ['addmm']
+    """
+    from torchgraphrec.capture.recorder import Recorder, check_model
+
+    check_model(model)
+    call_args, call_kwargs = _as_args(args), _as_kwargs(kwargs)
+    with Recorder(model, backward=backward) as recorder:
+        output = model(*call_args, **call_kwargs)
+        if backward:
+            backward_loss(output).backward()
+    recording = recorder.recording
+    recording.output = output
+    return recording
