@@ -49,35 +49,54 @@ class BasicBlock(nn.Module):
 
 
 class Bottleneck(nn.Module):
-    def __init__(self, channels: int, inner: int) -> None:
+    """ResNet-50's block: 1x1 reduce, 3x3, 1x1 expand (x4), projection shortcut when needed."""
+
+    def __init__(self, in_channels: int, width: int, stride: int = 1) -> None:
         super().__init__()
-        self.conv1 = nn.Conv2d(channels, inner, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(inner)
-        self.conv2 = nn.Conv2d(inner, inner, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(inner)
-        self.conv3 = nn.Conv2d(inner, channels, 1, bias=False)
-        self.bn3 = nn.BatchNorm2d(channels)
+        out_channels = width * 4
+        self.conv1 = nn.Conv2d(in_channels, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, out_channels, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(out_channels)
         self.relu = nn.ReLU(inplace=True)
+        self.downsample = None
+        if stride != 1 or in_channels != out_channels:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False),
+                nn.BatchNorm2d(out_channels))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
-        return self.relu(self.bn3(self.conv3(out)) + x)
+        return self.relu(self.bn3(self.conv3(out)) + identity)
 
 
 class ResNetLike(nn.Module):
-    def __init__(self, stages: list[int], channels: int = 16, bottleneck: bool = False) -> None:
+    """A ResNet: a stem, stages of blocks (the first of each stage may downsample), a head."""
+
+    def __init__(self, stages: list[int], bottleneck: bool = False, channels: int = 16,
+                 num_classes: int = 10) -> None:
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, channels, 3, padding=1, bias=False),
                                   nn.BatchNorm2d(channels), nn.ReLU(inplace=True),
                                   nn.MaxPool2d(2))
         self.layers = nn.ModuleList()
-        for count in stages:
-            blocks = [Bottleneck(channels, channels // 4) if bottleneck else BasicBlock(channels)
-                      for _ in range(count)]
+        in_channels = channels
+        for stage, count in enumerate(stages):
+            if bottleneck:
+                width = channels * 2 ** stage
+                blocks = []
+                for index in range(count):
+                    blocks.append(Bottleneck(in_channels, width, 2 if index == 0 and stage else 1))
+                    in_channels = width * 4
+            else:
+                blocks = [BasicBlock(channels) for _ in range(count)]
             self.layers.append(nn.Sequential(*blocks))
         self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(channels, 10)
+        self.fc = nn.Linear(in_channels, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.stem(x)
@@ -90,10 +109,10 @@ def resnet_like() -> Case:
     return Case(ResNetLike([2, 2]), (torch.randn(2, 3, 16, 16),), {})
 
 
-def resnet50_like() -> Case:
-    """ResNet-50's 3-4-6-3 bottleneck stages, kept narrow enough for a CPU."""
-    return Case(ResNetLike([3, 4, 6, 3], channels=64, bottleneck=True),
-                (torch.randn(1, 3, 64, 64),), {})
+def resnet50_like(size: int = 64) -> Case:
+    """ResNet-50's shape: 3-4-6-3 bottlenecks, widths 64 to 2048, on a ``size`` x ``size`` image."""
+    model = ResNetLike([3, 4, 6, 3], bottleneck=True, channels=64, num_classes=1000)
+    return Case(model, (torch.randn(1, 3, size, size),), {})
 
 
 class InPlace(nn.Module):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from typing import Any, Iterable, Sequence
 
 __all__ = ["walk", "op_name", "is_leaf_accumulator", "Timeline"]
@@ -33,53 +32,56 @@ def is_leaf_accumulator(node: Any) -> bool:
     return type(node).__name__ == "AccumulateGrad"
 
 
-def walk(starts: Iterable[Any], low: int, high: int) -> list[Any]:
+def walk(starts: Iterable[Any], low: int, high: int) -> list[tuple[int, Any, tuple]]:
     """Autograd nodes reachable from ``starts`` whose sequence number lies in [low, high).
 
     The walk uses an explicit stack (no recursion limit) and stops at nodes made before or
-    after the window and at leaf accumulators. The result is sorted by sequence number, the
-    order in which the forward created the nodes.
+    after the window and at leaf accumulators (their sequence number is the largest
+    possible). Returns ``(sequence_nr, node, next_functions)`` sorted by sequence number,
+    the order in which the forward created the nodes.
     """
-    found: dict[Any, int] = {}
+    found: dict[Any, tuple[int, Any, tuple]] = {}
     stack = [node for node in starts if node is not None]
     while stack:
         node = stack.pop()
         if node in found:
             continue
         number = node._sequence_nr()
-        if not low <= number < high or is_leaf_accumulator(node):
+        if not low <= number < high:
             continue
-        found[node] = number
-        stack.extend(next_node for next_node, _ in node.next_functions if next_node is not None)
-    return sorted(found, key=found.__getitem__)
+        next_functions = node.next_functions
+        found[node] = (number, node, next_functions)
+        stack += [next_node for next_node, _ in next_functions if next_node is not None]
+    return sorted(found.values(), key=lambda item: item[0])
 
 
 class Timeline:
-    """Maps an autograd sequence number to the innermost call and an estimated time.
+    """Maps autograd sequence numbers, in rising order, to the innermost call and a time.
 
     Built from the hooks' breakpoints ``(sequence_nr, call, time)``: from each breakpoint's
-    sequence number on, ``call`` was the innermost open call. Times between breakpoints are
-    interpolated, since autograd nodes carry no timestamp of their own.
+    sequence number on, ``call`` was the innermost open call (a tie goes to the later
+    breakpoint, since a hook fires before the next op is made). Times between breakpoints
+    are interpolated, since autograd nodes carry no timestamp of their own. Queries must
+    come in rising order, which makes the whole pass linear.
+
+    >>> timeline = Timeline([(0, 0, 100), (4, 1, 200), (4, 0, 300), (8, -1, 700)])
+    >>> [timeline.place(number) for number in (1, 4, 6)]
+    [(0, 125), (0, 300), (0, 500)]
     """
 
     def __init__(self, breaks: Sequence[tuple[int, int, int]]) -> None:
-        self._numbers = [number for number, _, _ in breaks]
         self._breaks = breaks
+        self._position = 0
 
-    def owner(self, number: int) -> int:
-        """The call that was innermost when node ``number`` was made."""
-        return self._breaks[self._position(number)][1]
-
-    def time(self, number: int) -> int:
-        """An estimate of when node ``number`` was made, in ns."""
-        position = self._position(number)
-        start, _, t_start = self._breaks[position]
-        if position + 1 == len(self._breaks):
-            return t_start
-        stop, _, t_stop = self._breaks[position + 1]
-        return t_start + (t_stop - t_start) * (number - start) // max(1, stop - start)
-
-    def _position(self, number: int) -> int:
-        # The last breakpoint at or before ``number``; ties go to the later one, since a
-        # hook fires before the next op is made.
-        return max(0, bisect_right(self._numbers, number) - 1)
+    def place(self, number: int) -> tuple[int, int]:
+        """The call innermost when node ``number`` was made, and an estimate of when."""
+        breaks, position = self._breaks, self._position
+        last = len(breaks) - 1
+        while position < last and breaks[position + 1][0] <= number:
+            position += 1
+        self._position = position
+        start, owner, t_start = breaks[position]
+        if position == last:
+            return owner, t_start
+        stop, _, t_stop = breaks[position + 1]
+        return owner, t_start + (t_stop - t_start) * (number - start) // max(1, stop - start)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import time
+from typing import Any, Sequence
 
 import networkx as nx
 
@@ -28,18 +29,17 @@ class BackwardClock:
         """How many times have been noted (changes whenever a backward ran)."""
         return len(self.starts) + len(self.ends)
 
-    def attach(self, nodes: Sequence[Any], ops: Sequence[OpRecord],
-               elapsed: Callable[[], int]) -> None:
+    def attach(self, nodes: Sequence[Any], ops: Sequence[OpRecord]) -> None:
         """Hook each autograd node in ``nodes``, named by the matching op record."""
-        starts, ends = self.starts, self.ends
+        starts, ends, now = self.starts, self.ends, time.perf_counter_ns
         for node, op in zip(nodes, ops):
             node_id = op.node_id
 
             def before(grad_outputs: Any, node_id: str = node_id) -> None:
-                starts.setdefault(node_id, elapsed())
+                starts.setdefault(node_id, now())
 
             def after(grad_inputs: Any, grad_outputs: Any, node_id: str = node_id) -> None:
-                ends[node_id] = elapsed()
+                ends[node_id] = now()
 
             self._handles.append(node.register_prehook(before))
             self._handles.append(node.register_hook(after))
@@ -49,10 +49,12 @@ class BackwardClock:
         while self._handles:
             self._handles.pop().remove()
 
-    def annotate(self, graph: nx.DiGraph) -> None:
-        """Add ``t_backward_start_ns`` / ``t_backward_end_ns`` to ops and their layers."""
+    def annotate(self, graph: nx.DiGraph, t0: int) -> None:
+        """Add ``t_backward_start_ns`` / ``t_backward_end_ns`` (ns since ``t0``) to ops and
+        their layers."""
         for node_id, start in self.starts.items():
-            end = self.ends.get(node_id, start)
+            end = self.ends.get(node_id, start) - t0
+            start -= t0
             while node_id is not None:
                 attrs = graph.nodes[node_id]
                 attrs["t_backward_start_ns"] = min(start, attrs.get("t_backward_start_ns", start))

@@ -14,6 +14,8 @@ from torchgraphrec.schema import SCHEMA_VERSION
 
 __all__ = ["build_graph", "layer_id"]
 
+Node = tuple[str, dict[str, Any]]
+
 
 def layer_id(qualname: str, call_index: int) -> str:
     """The node id of one module call.
@@ -24,6 +26,19 @@ def layer_id(qualname: str, call_index: int) -> str:
     return f"layer:{qualname}#{call_index}"
 
 
+class _Names:
+    """Plain strings for dtypes and devices, each converted once."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Any, str] = {}
+
+    def __call__(self, value: Any) -> str:
+        name = self._cache.get(value)
+        if name is None:
+            name = self._cache[value] = str(value).replace("torch.", "")
+        return name
+
+
 def build_graph(events: Events, table: ModuleTable) -> nx.DiGraph:
     """A graph in the schema of :mod:`torchgraphrec.schema` from ``events``."""
     graph = nx.DiGraph(
@@ -31,60 +46,74 @@ def build_graph(events: Events, table: ModuleTable) -> nx.DiGraph:
         model=type(table.model).__qualname__,
         torch_version=str(torch.__version__),
     )
-    layer_ids = [layer_id(table.qualnames[c.module], c.call_index) for c in events.calls]
-    nodes: list[tuple[str, dict[str, Any]]] = []
-    nodes += _layer_nodes(events, table, layer_ids)
-    nodes += _tensor_nodes(events, layer_ids)
-    nodes += _param_nodes(events, layer_ids)
-    nodes += _op_nodes(events, layer_ids)
+    layers = _layer_nodes(events, table)
+    places = [(node_id, attrs["depth"] + 1) for node_id, attrs in layers]
+    nodes = layers + _tensor_nodes(events, places) + _param_nodes(events, places)
+    nodes += _op_nodes(events, places)
     nodes.sort(key=lambda item: item[1]["seq"])
-    graph.add_nodes_from(nodes)
-    if graph.number_of_nodes() != len(nodes):
-        raise CaptureError(f"the recorder made {len(nodes)} nodes but only "
-                           f"{graph.number_of_nodes()} distinct ids")
-    graph.add_edges_from(
-        (e.source, e.target, {"kind": e.kind, "seq": e.seq, "t_ns": e.t}) for e in events.edges)
+    _fill(graph, nodes, events)
     return graph
 
 
-def _placement(parent: int, layer_ids: list[str], events: Events) -> tuple[str | None, int]:
-    if parent < 0:
-        return None, 0
-    return layer_ids[parent], events.calls[parent].depth + 1
+def _fill(graph: nx.DiGraph, nodes: list[Node], events: Events) -> None:
+    # Writing networkx's own adjacency dicts directly is several times faster than
+    # add_nodes_from/add_edges_from, and the result is the same plain DiGraph.
+    node_store, succ, pred = graph._node, graph._succ, graph._pred
+    for node_id, attrs in nodes:
+        node_store[node_id] = attrs
+        succ[node_id] = {}
+        pred[node_id] = {}
+    if len(node_store) != len(nodes):
+        raise CaptureError(f"the recorder made {len(nodes)} nodes but only "
+                           f"{len(node_store)} distinct ids")
+    t0 = events.t0
+    try:
+        for source, target, kind, seq, t in events.edges:
+            succ[source][target] = pred[target][source] = {"kind": kind, "seq": seq,
+                                                           "t_ns": t - t0}
+    except KeyError as exc:
+        raise CaptureError(f"the recorder made an edge to an unknown node {exc}") from None
 
 
-def _layer_nodes(events: Events, table: ModuleTable, layer_ids: list[str]) -> list:
-    nodes = []
-    for call, node_id in zip(events.calls, layer_ids):
+def _layer_nodes(events: Events, table: ModuleTable) -> list[Node]:
+    nodes: list[Node] = []
+    counts: dict[int, int] = {}
+    t0 = events.t0
+    for call in events.calls:
+        call_index = counts.get(call.module, 0)
+        counts[call.module] = call_index + 1
         qualname, type_name = table.qualnames[call.module], table.types[call.module]
-        parent = layer_ids[call.parent] if call.parent >= 0 else None
-        nodes.append((node_id, {
+        parent, depth = (nodes[call.parent][0], nodes[call.parent][1]["depth"] + 1) \
+            if call.parent >= 0 else (None, 0)
+        nodes.append((layer_id(qualname, call_index), {
             "kind": "layer", "label": f"{qualname}: {type_name}" if qualname else type_name,
-            "parent": parent, "depth": call.depth, "seq": call.seq,
-            "qualname": qualname, "type": type_name, "call_index": call.call_index,
-            "t_start_ns": call.t_start, "t_end_ns": call.t_end,
+            "parent": parent, "depth": depth, "seq": call.seq,
+            "qualname": qualname, "type": type_name, "call_index": call_index,
+            "t_start_ns": call.t_start - t0, "t_end_ns": call.t_end - t0,
             "num_params": table.num_params(call.module),
         }))
     return nodes
 
 
-def _tensor_nodes(events: Events, layer_ids: list[str]) -> list:
-    nodes = []
+def _tensor_nodes(events: Events, places: list[tuple[str, int]]) -> list[Node]:
+    nodes: list[Node] = []
+    name, t0 = _Names(), events.t0
     for record in events.tensors:
-        parent, depth = _placement(record.parent, layer_ids, events)
+        parent, depth = places[record.parent] if record.parent >= 0 else (None, 0)
+        shape = tuple(record.shape)
         nodes.append((record.node_id, {
-            "kind": "tensor", "label": str(record.shape), "parent": parent, "depth": depth,
-            "seq": record.seq, "shape": record.shape, "dtype": record.dtype,
-            "device": record.device, "requires_grad": record.requires_grad,
+            "kind": "tensor", "label": str(shape), "parent": parent, "depth": depth,
+            "seq": record.seq, "shape": shape, "dtype": name(record.dtype),
+            "device": name(record.device), "requires_grad": record.requires_grad,
             "role": record.role, "version": record.version,
         }))
     return nodes
 
 
-def _param_nodes(events: Events, layer_ids: list[str]) -> list:
-    nodes = []
+def _param_nodes(events: Events, places: list[tuple[str, int]]) -> list[Node]:
+    nodes: list[Node] = []
     for record in events.params.values():
-        parent, depth = _placement(record.parent, layer_ids, events)
+        parent, depth = places[record.parent] if record.parent >= 0 else (None, 0)
         nodes.append((f"param:{record.qualname}", {
             "kind": "param", "label": record.qualname, "parent": parent, "depth": depth,
             "seq": record.seq, "qualname": record.qualname, "shape": record.shape,
@@ -93,10 +122,10 @@ def _param_nodes(events: Events, layer_ids: list[str]) -> list:
     return nodes
 
 
-def _op_nodes(events: Events, layer_ids: list[str]) -> list:
-    nodes = []
+def _op_nodes(events: Events, places: list[tuple[str, int]]) -> list[Node]:
+    nodes: list[Node] = []
     for record in events.ops:
-        parent, depth = _placement(record.owner, layer_ids, events)
+        parent, depth = places[record.owner] if record.owner >= 0 else (None, 0)
         nodes.append((record.node_id, {
             "kind": "op", "label": record.name, "parent": parent, "depth": depth,
             "seq": record.seq, "name": record.name, "grad_fn": record.grad_fn,

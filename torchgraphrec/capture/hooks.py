@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 import threading
 import time
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.nn.modules import module as torch_module
@@ -16,10 +17,23 @@ from torchgraphrec.capture.events import CallRecord, Events, TensorRecord
 from torchgraphrec.capture.structures import flatten_tensors
 from torchgraphrec.capture.tables import ModuleTable
 
-__all__ = ["CallTracker"]
+__all__ = ["CallTracker", "gc_paused"]
 
 _peek_sequence_nr: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
 _now = time.perf_counter_ns
+_thread_id = threading.get_ident
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Keep Python's cyclic collector off inside the block, restoring it after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _version_of(tensor: torch.Tensor) -> int:
@@ -41,6 +55,7 @@ class CallTracker:
     def __init__(self, table: ModuleTable, events: Events,
                  on_session_end: Callable[["CallTracker"], None]) -> None:
         self.table = table
+        self._index_of = table.index_of
         self.events = events
         self.on_session_end = on_session_end
         self.stack: list[int] = []
@@ -50,18 +65,16 @@ class CallTracker:
         self._objects: dict[int, tuple[weakref.ref, int]] = {}
         self._versions: dict[tuple[int, int], int] = {}
         self._numbers = 0
-        self._call_counts: dict[int, int] = {}
         self.first_call: dict[int, int] = {}
         self._handles: list[Any] = []
-        self._thread = 0
-        self._t0 = 0
+        self._thread = -1
         self._gc_was_enabled = False
         self._noted: BaseException | None = None
 
     def attach(self) -> None:
         """Start listening (on the calling thread)."""
         self._thread = threading.get_ident()
-        self._t0 = _now()
+        self.events.t0 = _now()
         self._handles.append(torch_module.register_module_forward_pre_hook(self._pre_hook))
         self._handles.append(torch_module.register_module_forward_hook(
             self._post_hook, with_kwargs=True, always_call=True))
@@ -71,10 +84,6 @@ class CallTracker:
         while self._handles:
             self._handles.pop().remove()
         self._restore_gc()
-
-    def elapsed(self) -> int:
-        """Nanoseconds since :meth:`attach`."""
-        return _now() - self._t0
 
     def lookup(self, tensor: torch.Tensor) -> int | None:
         """The index of the record already made for ``tensor`` at its current version."""
@@ -87,23 +96,22 @@ class CallTracker:
         """The record index for ``tensor`` as it is now, made on first sight."""
         entry = self._objects.get(id(tensor))
         if entry is None or entry[0]() is not tensor:
-            entry = (weakref.ref(tensor), self._numbers)
-            self._objects[id(tensor)] = entry
+            entry = self._objects[id(tensor)] = (weakref.ref(tensor), self._numbers)
             self._numbers += 1
         key = (entry[1], _version_of(tensor))
         index = self._versions.get(key)
         if index is None:
             events = self.events
-            index = len(events.tensors)
-            events.tensors.append(TensorRecord(key[0], key[1], tensor, parent, events.next_seq(), t))
-            self._versions[key] = index
+            index = self._versions[key] = len(events.tensors)
+            events.seq += 1
+            events.tensors.append(TensorRecord(key[0], key[1], tensor, parent, events.seq, t))
         return index
 
     def _pre_hook(self, module: torch.nn.Module, args: tuple) -> None:
-        if threading.get_ident() != self._thread or self.failure is not None:
+        if self._thread != _thread_id():
             return
-        module_index = self.table.index_of.get(id(module))
-        if module_index is None:
+        module_index = self._index_of.get(id(module))
+        if module_index is None or self.failure is not None:
             return
         try:
             self._enter(module_index, args)
@@ -111,60 +119,62 @@ class CallTracker:
             self._fail(exc)
 
     def _post_hook(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
-        if threading.get_ident() != self._thread or self.failure is not None:
+        if self._thread != _thread_id():
             return
-        module_index = self.table.index_of.get(id(module))
-        if module_index is None:
+        module_index = self._index_of.get(id(module))
+        if module_index is None or self.failure is not None:
             return
-        kwargs, output = rest if len(rest) == 2 else ({}, rest[0])
         try:
-            self._leave(module_index, kwargs, output)
+            # always_call hooks get (module, args, None) when the forward raised
+            self._leave(module_index, *rest) if len(rest) == 2 else self._leave(module_index, {}, None)
         except Exception as exc:
             self._fail(exc)
 
     def _enter(self, module_index: int, args: tuple) -> None:
-        t, seq = self.elapsed(), _peek_sequence_nr()
+        t, seq = _now(), _peek_sequence_nr()
         stack, events = self.stack, self.events
         if not stack:
             self._begin_session()
         parent = stack[-1] if stack else -1
-        depth = events.calls[parent].depth + 1 if parent >= 0 else 0
-        call_index = self._call_counts.get(module_index, 0)
-        self._call_counts[module_index] = call_index + 1
-        call = CallRecord(module_index, call_index, parent, depth, events.next_seq(), t, seq)
-        call.inputs = [self.see(x, parent, t) for x in flatten_tensors(args)]
+        see = self.see
+        inputs = [see(x, parent, t) for x in flatten_tensors(args)]
+        events.seq += 1
         index = len(events.calls)
-        events.calls.append(call)
-        self.first_call.setdefault(module_index, index)
+        events.calls.append(CallRecord(module_index, parent, events.seq, t, seq, inputs))
         stack.append(index)
+        self.first_call.setdefault(module_index, index)
         self.session_calls.append(index)
         self.breaks.append((seq, index, t))
 
     def _leave(self, module_index: int, kwargs: dict, output: Any) -> None:
-        t, seq = self.elapsed(), _peek_sequence_nr()
-        if not self.stack or self.events.calls[self.stack[-1]].module != module_index:
+        t, seq = _now(), _peek_sequence_nr()
+        stack = self.stack
+        if not stack or self.events.calls[stack[-1]].module != module_index:
             raise RuntimeError("module calls did not nest: a forward hook was skipped")
-        index = self.stack.pop()
+        index = stack.pop()
         call = self.events.calls[index]
         call.t_end, call.seq_end = t, seq
         if kwargs:
             call.inputs += [self.see(x, call.parent, call.t_start) for x in flatten_tensors(kwargs)]
-        raised = sys.exc_info()[1] if output is None else None
-        if raised is not None:
-            self._note(raised, call)
+        if output is None and sys.exc_info()[1] is not None:
+            self._note(sys.exc_info()[1], index)
         else:
-            call.outputs = [self.see(x, index, t) for x in flatten_tensors(output)]
+            see = self.see
+            call.outputs = [see(x, index, t) for x in flatten_tensors(output)]
         self.breaks.append((seq, call.parent, t))
-        if not self.stack:
+        if not stack:
             self._end_session()
 
-    def _note(self, exc: BaseException, call: CallRecord) -> None:
+    def _note(self, exc: BaseException, index: int) -> None:
         if exc is self._noted or not hasattr(exc, "add_note"):
             return
         self._noted = exc
+        calls = self.events.calls
+        call = calls[index]
         qualname = self.table.qualnames[call.module] or "<root>"
+        call_index = sum(1 for other in calls[:index] if other.module == call.module)
         exc.add_note(f"torchgraphrec: raised in the call of {qualname!r} "
-                     f"({self.table.types[call.module]}, call_index {call.call_index})")
+                     f"({self.table.types[call.module]}, call_index {call_index})")
 
     def _begin_session(self) -> None:
         # The collector's passes over the many small records made during capture cost

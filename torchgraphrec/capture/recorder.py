@@ -12,7 +12,7 @@ from torch import nn
 from torchgraphrec.capture.backward import BackwardClock
 from torchgraphrec.capture.build import build_graph
 from torchgraphrec.capture.events import Events
-from torchgraphrec.capture.hooks import CallTracker
+from torchgraphrec.capture.hooks import CallTracker, gc_paused
 from torchgraphrec.capture.session import finish_session
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.errors import CaptureError
@@ -90,7 +90,7 @@ class Recorder:
         first_op = len(self._events.ops)
         nodes = finish_session(tracker)
         if self.backward:
-            self._clock.attach(nodes, self._events.ops[first_op:], tracker.elapsed)
+            self._clock.attach(nodes, self._events.ops[first_op:])
 
     @property
     def recording(self) -> "Recording":
@@ -100,8 +100,9 @@ class Recorder:
         stamp = self._events.seq + self._clock.count
         if self._recording is None or self._built_at != stamp:
             table = self._table or ModuleTable(self.model)
-            graph = build_graph(self._events, table)
-            self._clock.annotate(graph)
+            with gc_paused():  # the collector's passes cost more than the build itself
+                graph = build_graph(self._events, table)
+                self._clock.annotate(graph, self._events.t0)
             self._recording = Recording(graph)
             self._built_at = stamp
         return self._recording

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchgraphrec.capture.autograd import Timeline, is_leaf_accumulator, op_name, walk
-from torchgraphrec.capture.events import EdgeRecord, Events, OpRecord, ParamRecord
+from torchgraphrec.capture.events import Events, OpRecord, ParamRecord
 from torchgraphrec.capture.hooks import CallTracker
 
 __all__ = ["finish_session"]
@@ -35,14 +35,16 @@ class _SessionBuilder:
         self.events: Events = tracker.events
         self.calls = [self.events.calls[i] for i in tracker.session_calls]
         self.timeline = Timeline(tracker.breaks)
-        self.boundary: dict[tuple[Any, int], int] = {}
         self.tensor_indices: list[int] = []
         for call in self.calls:
-            self.tensor_indices += call.inputs + call.outputs
+            self.tensor_indices += call.inputs
+            self.tensor_indices += call.outputs
+        self.boundary: dict[tuple[Any, int], str] = {}
+        tensors = self.events.tensors
         for index in self.tensor_indices:
-            record = self.events.tensors[index]
+            record = tensors[index]
             if record.grad_fn is not None:
-                self.boundary.setdefault((record.grad_fn, record.output_nr), index)
+                self.boundary.setdefault((record.grad_fn, record.output_nr), record.node_id)
         self.op_ids: dict[Any, str] = {}
         self.op_owner: dict[str, int] = {}
         self.op_time: dict[str, int] = {}
@@ -51,58 +53,52 @@ class _SessionBuilder:
 
     def edge(self, source: str, target: str, t: int, kind: str = "flow") -> None:
         self.has_input.add(target)
-        self.events.edges.append(EdgeRecord(source, target, kind, self.events.next_seq(), t))
-
-    def mark_roles(self) -> None:
-        root = self.calls[0]
-        if root.parent >= 0:
-            return
-        tensors = self.events.tensors
-        for index in root.inputs:
-            if tensors[index].parent < 0:
-                tensors[index].role = "input"
-        for index in root.outputs:
-            if tensors[index].role == "intermediate":
-                tensors[index].role = "output"
+        events = self.events
+        events.seq += 1
+        events.edges.append((source, target, kind, events.seq, t))
 
     def record_ops(self) -> list[Any]:
         root = self.calls[0]
-        starts = [self.events.tensors[i].grad_fn for i in self.tensor_indices]
-        nodes = walk(starts, root.seq_start, root.seq_end)
-        for node in nodes:
-            self._add_op(node)
-        for node in nodes:
-            self._link_op_inputs(node)
+        tensors = self.events.tensors
+        found = walk([tensors[i].grad_fn for i in self.tensor_indices],
+                     root.seq_start, root.seq_end)
+        for number, node, _ in found:
+            self._add_op(number, node)
+        for _, node, next_functions in found:
+            self._link_op_inputs(self.op_ids[node], next_functions)
         for index in self.tensor_indices:
-            record = self.events.tensors[index]
+            record = tensors[index]
             producer = self.op_ids.get(record.grad_fn)
-            if producer is not None and self.boundary.get((record.grad_fn, record.output_nr)) == index:
-                self.edge(producer, record.node_id, record.t)
-        return nodes
+            node_id = record.node_id
+            if producer is not None and node_id not in self.has_input and \
+                    self.boundary.get((record.grad_fn, record.output_nr)) == node_id:
+                self.edge(producer, node_id, record.t)
+        return [node for _, node, _ in found]
 
-    def _add_op(self, node: Any) -> None:
-        number = node._sequence_nr()
+    def _add_op(self, number: int, node: Any) -> None:
         grad_fn = type(node).__name__
         name = op_name(grad_fn)
-        node_id = f"op:{name}#{len(self.events.ops)}"
-        owner = self.timeline.owner(number)
+        events = self.events
+        node_id = f"op:{name}#{len(events.ops)}"
+        owner, t = self.timeline.place(number)
         self.op_ids[node] = node_id
         self.op_owner[node_id] = owner
-        self.op_time[node_id] = t = self.timeline.time(number)
-        self.events.ops.append(OpRecord(node_id, name, grad_fn, owner, self.events.next_seq(), t))
+        self.op_time[node_id] = t
+        events.seq += 1
+        events.ops.append(OpRecord(node_id, name, grad_fn, owner, events.seq, t))
 
-    def _link_op_inputs(self, node: Any) -> None:
-        target = self.op_ids[node]
-        t = self.timeline.time(node._sequence_nr())
-        for source_node, output_nr in node.next_functions:
+    def _link_op_inputs(self, target: str, next_functions: tuple) -> None:
+        t = self.op_time[target]
+        boundary, op_ids, edges, events = self.boundary, self.op_ids, self.events.edges, self.events
+        for source_node, output_nr in next_functions:
             if source_node is None:
                 self.empty_slots.add(target)
                 continue
-            tensor_index = self.boundary.get((source_node, output_nr))
-            if tensor_index is not None:
-                self.edge(self.events.tensors[tensor_index].node_id, target, t)
-            elif source_node in self.op_ids:
-                self.edge(self.op_ids[source_node], target, t)
+            source = boundary.get((source_node, output_nr)) or op_ids.get(source_node)
+            if source is not None:
+                events.seq += 1
+                edges.append((source, target, "flow", events.seq, t))
+                self.has_input.add(target)
             elif is_leaf_accumulator(source_node):
                 self._link_leaf(source_node.variable, target, t)
 
@@ -119,17 +115,27 @@ class _SessionBuilder:
 
     def _param_id(self, qualname: str, variable: Any, user_op: str) -> str:
         node_id = f"param:{qualname}"
-        if qualname not in self.events.params:
-            self.events.params[qualname] = ParamRecord(
+        params = self.events.params
+        if qualname not in params:
+            owner_module = self.tracker.table.module_by_qualname(qualname.rpartition(".")[0])
+            parent = self.tracker.first_call.get(owner_module, self.op_owner[user_op])
+            self.events.seq += 1
+            params[qualname] = ParamRecord(
                 qualname, tuple(variable.shape), str(variable.dtype).replace("torch.", ""),
-                variable.requires_grad, self._param_parent(qualname, user_op),
-                self.events.next_seq())
+                variable.requires_grad, parent, self.events.seq)
         return node_id
 
-    def _param_parent(self, qualname: str, user_op: str) -> int:
-        owner_module = self.tracker.table.module_by_qualname(qualname.rpartition(".")[0])
-        first_call = self.tracker.first_call.get(owner_module)  # type: ignore[arg-type]
-        return self.op_owner[user_op] if first_call is None else first_call
+    def mark_roles(self) -> None:
+        root = self.calls[0]
+        if root.parent >= 0:
+            return
+        tensors = self.events.tensors
+        for index in root.inputs:
+            if tensors[index].parent < 0:
+                tensors[index].role = "input"
+        for index in root.outputs:
+            if tensors[index].role == "intermediate":
+                tensors[index].role = "output"
 
     def link_untracked_inputs(self) -> None:
         """Give tensors that autograd does not see (no grad, int ids) a path through calls."""
@@ -159,14 +165,17 @@ class _SessionBuilder:
         """Feed each tensor a call produced without autograd (under ``no_grad``, say) from
         what that call had last: its latest finished child's outputs, else its inputs."""
         tensors, calls = self.events.tensors, self.events.calls
+        session_start = self.calls[0].seq
+        orphans = [i for i in sorted(set(self.tensor_indices)) if tensors[i].parent >= 0
+                   and tensors[i].seq > session_start
+                   and tensors[i].node_id not in self.has_input]
+        if not orphans:
+            return
         children: dict[int, list[int]] = {}
         for index, call in zip(self.tracker.session_calls, self.calls):
             children.setdefault(call.parent, []).append(index)
-        session_start = self.calls[0].seq
-        for index in sorted(set(self.tensor_indices)):
+        for index in orphans:
             record = tensors[index]
-            if record.parent < 0 or record.seq < session_start or record.node_id in self.has_input:
-                continue
             finished = [c for c in children.get(record.parent, []) if calls[c].t_end <= record.t
                         and calls[c].outputs and index not in calls[c].outputs]
             sources = calls[finished[-1]].outputs if finished else calls[record.parent].inputs

@@ -26,6 +26,8 @@ def flatten_tensors(value: Any) -> list[torch.Tensor]:
     """
     if isinstance(value, _Tensor):
         return [value]
+    if type(value) is tuple and len(value) == 1 and isinstance(value[0], _Tensor):
+        return [value[0]]  # the common case of a module called with one tensor
     found: list[torch.Tensor] = []
     seen: set[int] = set()
     stack: list[Any] = [value]

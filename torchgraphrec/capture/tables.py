@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,17 +26,21 @@ class ModuleTable:
     types: list[str] = field(default_factory=list)
     param_names: dict[int, str] = field(default_factory=dict)
     _by_qualname: dict[str, int] = field(default_factory=dict)
-    _num_params: dict[int, int] = field(default_factory=dict)
+    _sizes: list[tuple[str, Any]] = field(default_factory=list)
+    _num_params: dict[str, int] | None = None
 
     def __post_init__(self) -> None:
+        # One traversal; parameters take their first name, as in named_parameters().
         for qualname, module in self.model.named_modules():
-            self.index_of[id(module)] = len(self.modules)
+            self.index_of[id(module)] = self._by_qualname[qualname] = len(self.modules)
             self.modules.append(module)
             self.qualnames.append(qualname)
             self.types.append(type(module).__name__)
-            self._by_qualname[qualname] = self.index_of[id(module)]
-        for qualname, param in self.model.named_parameters():
-            self.param_names[id(param)] = qualname
+            prefix = qualname + "." if qualname else ""
+            for name, param in module._parameters.items():
+                if param is not None and id(param) not in self.param_names:
+                    self.param_names[id(param)] = prefix + name
+                    self._sizes.append((prefix + name, param))
 
     def param_name(self, tensor: torch.Tensor) -> str | None:
         """The qualname of ``tensor`` if it is one of the model's parameters."""
@@ -47,7 +52,16 @@ class ModuleTable:
 
     def num_params(self, index: int) -> int:
         """How many parameter elements module ``index`` holds, nested ones included."""
-        if index not in self._num_params:
-            module = self.modules[index]
-            self._num_params[index] = sum(p.numel() for p in module.parameters())
-        return self._num_params[index]
+        if self._num_params is None:
+            totals = dict.fromkeys(self.qualnames, 0)
+            for qualname, param in self._sizes:
+                size = param.numel()
+                module_name = qualname.rpartition(".")[0]
+                while True:  # every enclosing module, up to the root ("")
+                    if module_name in totals:
+                        totals[module_name] += size
+                    if not module_name:
+                        break
+                    module_name = module_name.rpartition(".")[0]
+            self._num_params = totals
+        return self._num_params[self.qualnames[index]]

@@ -1,0 +1,142 @@
+"""The recorders measured side by side, each as a function that returns a capture thunk."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch.nn.modules import module as torch_module
+
+__all__ = ["TOOLS", "BENCH_MODELS"]
+
+Thunk = Callable[[], Any]
+
+
+def _first_output(model: torch.nn.Module, args: tuple, kwargs: dict) -> torch.Tensor:
+    from torchgraphrec.recording import backward_loss
+
+    return backward_loss(model(*args, **kwargs))
+
+
+def torchgraphrec_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    import torchgraphrec
+
+    return lambda: torchgraphrec.record(model, args, kwargs).graph
+
+
+def torchviz_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    from torchviz import make_dot
+
+    params = dict(model.named_parameters())
+    return lambda: make_dot(_first_output(model, args, kwargs), params=params)
+
+
+def torchview_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    from torchview import draw_graph
+
+    return lambda: draw_graph(model, input_data=list(args), depth=3, **kwargs)
+
+
+def torchlens_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    import torchlens
+
+    return lambda: torchlens.trace(model, list(args), input_kwargs=kwargs or None, save=None)
+
+
+def torchrecorder_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    import torchrecorder
+
+    if kwargs:
+        raise TypeError("torchrecorder.record takes no keyword arguments")
+    return lambda: torchrecorder.record(model, "net", None, input_data=args)
+
+
+def _noop(*_: Any) -> None:
+    return None
+
+
+def floor_global_hooks(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    """No-op global pre/post hooks around every forward: what torchgraphrec's hooks cost
+    before they do anything."""
+    def run() -> Any:
+        pre = torch_module.register_module_forward_pre_hook(_noop)
+        post = torch_module.register_module_forward_hook(_noop, with_kwargs=True,
+                                                         always_call=True)
+        try:
+            return model(*args, **kwargs)
+        finally:
+            pre.remove()
+            post.remove()
+    return run
+
+
+def floor_module_hooks(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    """No-op per-module pre/post hooks, registered and removed around every forward."""
+    def run() -> Any:
+        handles = []
+        for module in model.modules():
+            handles.append(module.register_forward_pre_hook(_noop, with_kwargs=True))
+            handles.append(module.register_forward_hook(_noop, with_kwargs=True,
+                                                        always_call=True))
+        try:
+            return model(*args, **kwargs)
+        finally:
+            for handle in handles:
+                handle.remove()
+    return run
+
+
+TOOLS: dict[str, Callable[..., Thunk]] = {
+    "torchgraphrec": torchgraphrec_capture,
+    "floor:global-hooks": floor_global_hooks,
+    "floor:module-hooks": floor_module_hooks,
+    "torchviz": torchviz_capture,
+    "torchview": torchview_capture,
+    "torchlens": torchlens_capture,
+    "torchrecorder": torchrecorder_capture,
+}
+
+
+def _gpt2_small() -> Any:
+    from transformers import GPT2Config, GPT2Model
+
+    from models import Case
+
+    model = GPT2Model(GPT2Config(bos_token_id=0, eos_token_id=0)).eval()
+    return Case(model, (torch.randint(0, 50257, (1, 16)),), {})
+
+
+def _zoo(name: str) -> Callable[[], Any]:
+    def make() -> Any:
+        import models
+
+        return models.ZOO[name]()
+    return make
+
+
+def _deep(layers: int, width: int) -> Callable[[], Any]:
+    def make() -> Any:
+        import models
+
+        return models.deep_mlp(layers, width)
+    return make
+
+
+def _resnet50() -> Any:
+    import models
+
+    return models.resnet50_like()
+
+
+BENCH_MODELS: dict[str, Callable[[], Any]] = {
+    "mlp_small": _zoo("mlp"),
+    "mlp_deep_200": _deep(200, 64),
+    "mlp_deep_1000": _deep(1000, 32),
+    "resnet_like": _zoo("resnet_like"),
+    "resnet50_like": _resnet50,
+    "transformer_tiny": _zoo("transformer_encoder"),
+    "gpt2_small": _gpt2_small,
+    "lstm_gru": _zoo("recurrent"),
+    "weight_sharing": _zoo("reused_module"),
+    "multi_io_kwargs": _zoo("two_inputs_kwargs"),
+}
