@@ -57,8 +57,8 @@ def backward_loss(output: Any) -> Any:
 
     >>> import torch
     >>> x = torch.ones(2, requires_grad=True)
-    >>> backward_loss({"a": x * 2, "ids": torch.tensor([1, 2])})
-    tensor(4., grad_fn=<AddBackward0>)
+    >>> backward_loss({"a": x * 2, "b": (x, torch.tensor([1, 2]))})
+    tensor(6., grad_fn=<AddBackward0>)
     """
     from torchgraphrec.capture.structures import flatten_tensors
 
@@ -92,9 +92,9 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
     >>> import torch
     >>> rec = record(torch.nn.Linear(3, 2), torch.randn(1, 3))
     >>> rec
-    <Recording model=Linear layers=1 ops=1 tensors=2 params=2>
+    <Recording model=Linear layers=1 ops=2 tensors=2 params=2>
     >>> [attrs["name"] for _, attrs in rec.graph.nodes(data=True) if attrs["kind"] == "op"]
-    ['addmm']
+    ['t', 'addmm']
     """
     from torchgraphrec.capture.recorder import Recorder, check_model
 
