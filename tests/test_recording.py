@@ -281,3 +281,14 @@ def test_bad_input_is_refused_clearly(model, args, kwargs, error, match) -> None
 def test_backward_needs_a_floating_output() -> None:
     with pytest.raises(ValueError, match="holds no floating tensor that requires grad"):
         tgr.record(torch.nn.Identity(), torch.tensor([1, 2]), backward=True)
+
+
+@pytest.mark.parametrize("name", ZOO_NAMES)
+def test_layers_name_their_boundary_tensors(recorded: dict, name: str) -> None:
+    graph = recorded[name].graph
+    tensors = nodes_of(graph, "tensor")
+    root = graph.nodes["layer:#0"]
+    assert root["inputs"] and all(tensors[t]["role"] == "input" for t in root["inputs"])
+    assert set(root["outputs"]) == {n for n, a in tensors.items() if a["role"] == "output"}
+    for attrs in nodes_of(graph, "layer").values():
+        assert set(attrs["inputs"]) | set(attrs["outputs"]) <= set(tensors)

@@ -117,7 +117,8 @@ def collapse(graph: nx.DiGraph, depth: int) -> nx.DiGraph:
     that swallowed nodes gets ``collapsed`` (how many). The result follows the same schema.
 
     >>> g = nx.DiGraph(schema_version=SCHEMA_VERSION, model="M", torch_version="2.13.0")
-    >>> base = dict(label="", seq=0, t_start_ns=0, t_end_ns=0, num_params=0, call_index=0)
+    >>> base = dict(label="", seq=0, t_start_ns=0, t_end_ns=0, num_params=0, call_index=0,
+    ...             inputs=(), outputs=())
     >>> g.add_node("layer:#0", kind="layer", parent=None, depth=0, qualname="", type="M", **base)
     >>> g.add_node("layer:a#0", kind="layer", parent="layer:#0", depth=1, qualname="a",
     ...            type="A", **base)

@@ -24,7 +24,9 @@ Nodes
         ``qualname`` (from ``named_modules``, ``""`` for the root), ``type`` (class name),
         ``call_index`` (0, 1, ... per module), ``t_start_ns`` and ``t_end_ns`` (forward, in
         ns since the recording started), ``num_params`` (the module's parameters, nested
-        ones included).
+        ones included), ``inputs`` and ``outputs`` (tuples of the ids of the tensor nodes the
+        call received and returned; :func:`~torchgraphrec.collapse` keeps them as they were,
+        so they may name tensors folded away).
     ``tensor``: a tensor at a module call's boundary (an input or output of some call).
         ``shape`` (tuple of int), ``dtype`` (e.g. ``"float32"``), ``device``,
         ``requires_grad``, ``role`` (one of :class:`TensorRole`: ``input`` for the model's
@@ -121,6 +123,10 @@ def _is_optional_str(value: object) -> bool:
     return value is None or isinstance(value, str)
 
 
+def _is_ids(value: object) -> bool:
+    return isinstance(value, tuple) and all(isinstance(item, str) for item in value)
+
+
 def _is_shape(value: object) -> bool:
     return isinstance(value, tuple) and all(_is_count(dim) for dim in value)
 
@@ -146,6 +152,8 @@ NODE_ATTRS: Mapping[str, Mapping[str, Check]] = {
         "t_start_ns": _is_count,
         "t_end_ns": _is_count,
         "num_params": _is_count,
+        "inputs": _is_ids,
+        "outputs": _is_ids,
     },
     NodeKind.TENSOR.value: {
         "shape": _is_shape,

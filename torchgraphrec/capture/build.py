@@ -46,7 +46,7 @@ def build_graph(events: Events, table: ModuleTable) -> nx.DiGraph:
         model=type(table.model).__qualname__,
         torch_version=str(torch.__version__),
     )
-    layers = _layer_nodes(events, table)
+    layers = _layer_nodes(events, table, [record.node_id for record in events.tensors])
     places = [(node_id, attrs["depth"] + 1) for node_id, attrs in layers]
     nodes = layers + _tensor_nodes(events, places) + _param_nodes(events, places)
     nodes += _op_nodes(events, places)
@@ -75,7 +75,7 @@ def _fill(graph: nx.DiGraph, nodes: list[Node], events: Events) -> None:
         raise CaptureError(f"the recorder made an edge to an unknown node {exc}") from None
 
 
-def _layer_nodes(events: Events, table: ModuleTable) -> list[Node]:
+def _layer_nodes(events: Events, table: ModuleTable, tensor_ids: list[str]) -> list[Node]:
     nodes: list[Node] = []
     counts: dict[int, int] = {}
     t0 = events.t0
@@ -91,6 +91,8 @@ def _layer_nodes(events: Events, table: ModuleTable) -> list[Node]:
             "qualname": qualname, "type": type_name, "call_index": call_index,
             "t_start_ns": call.t_start - t0, "t_end_ns": call.t_end - t0,
             "num_params": table.num_params(call.module),
+            "inputs": tuple(dict.fromkeys(tensor_ids[i] for i in call.inputs)),
+            "outputs": tuple(dict.fromkeys(tensor_ids[i] for i in call.outputs)),
         }))
     return nodes
 
