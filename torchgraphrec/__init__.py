@@ -3,6 +3,7 @@
 from torchgraphrec.errors import CaptureError, SchemaError, TorchGraphRecError
 from torchgraphrec.graph import collapse, from_json, to_json, validate
 from torchgraphrec.recording import Recording, record
+from torchgraphrec.render.dot import to_dot
 from torchgraphrec.schema import SCHEMA_VERSION
 
 __version__ = "0.1.0"
@@ -15,6 +16,7 @@ __all__ = [
     "collapse",
     "to_json",
     "from_json",
+    "to_dot",
     "SCHEMA_VERSION",
     "TorchGraphRecError",
     "SchemaError",

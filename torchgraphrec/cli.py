@@ -1,12 +1,34 @@
-"""The command line: ``torchgraphrec demo|...``; parsing only, the work is done elsewhere."""
+"""The command line: ``torchgraphrec render|demo|doctor``; parsing only, work is done elsewhere.
+
+Errors are one line on stderr with exit status 1 (2 for usage errors). ``--help`` and
+``render recording.json`` never import torch.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Sequence
+
+from torchgraphrec.render.options import ENGINES, RANKDIRS
+from torchgraphrec.render.theme import THEMES
 
 __all__ = ["main"]
+
+
+def _add_render_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--depth", type=int, default=None,
+                        help="deepest level of module calls drawn (default: all)")
+    parser.add_argument("--rankdir", choices=RANKDIRS, default="TB", help="direction of flow")
+    parser.add_argument("--theme", choices=sorted(THEMES), default="default")
+    parser.add_argument("--engine", default="auto",
+                        help=f"layout engine: {', '.join(ENGINES)} or a path (default: auto)")
+    parser.add_argument("--no-fold", dest="fold_repeats", action="store_false",
+                        help="draw every repeated call instead of folding runs into one")
+    for kind in ("tensors", "params", "ops"):
+        parser.add_argument(f"--no-{kind}", dest=f"include_{kind}", action="store_false",
+                            help=f"leave {kind} out of the drawing")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -14,26 +36,65 @@ def _parser() -> argparse.ArgumentParser:
         prog="torchgraphrec",
         description="Record one real execution of a PyTorch model and draw it.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = commands.add_parser("demo", help="record a built-in small model and write it out")
-    demo.add_argument("-o", "--output", required=True, metavar="DIR",
+    render = commands.add_parser(
+        "render", help="record a model (or read a saved recording) and write a drawing",
+        description="TARGET is pkg.module:factory or file.py:factory (the factory returns a "
+                    "model, or a model and its inputs), or a recording saved as .json.")
+    render.add_argument("target", metavar="TARGET")
+    render.add_argument("-o", "--output", required=True, type=Path,
+                        help="file to write; its suffix names the format "
+                             "(.svg .png .pdf .dot .gv .json .graphml)")
+    render.add_argument("--input-shape", action="append", default=[], metavar="SHAPE",
+                        help="an input's shape, e.g. 1,3,32,32 (repeat for several inputs)")
+    render.add_argument("--dtype", default="float32", help="the inputs' dtype (default float32)")
+    render.add_argument("--backward", action="store_true", help="also record a backward pass")
+    _add_render_options(render)
+    demo = commands.add_parser("demo", help="record a built-in small model and write every format")
+    demo.add_argument("-o", "--output", required=True, type=Path, metavar="DIR",
                       help="folder to write the outputs into (created if missing)")
+    commands.add_parser("doctor", help="show which layout engines were found and what they write")
     return parser
+
+
+def _render_options(options: argparse.Namespace) -> dict[str, Any]:
+    names = ("depth", "rankdir", "theme", "engine", "fold_repeats", "include_tensors",
+             "include_params", "include_ops")
+    return {name: getattr(options, name) for name in names}
+
+
+def _render(options: argparse.Namespace) -> int:
+    from torchgraphrec.commands import render_target
+    from torchgraphrec.loader import parse_shape
+
+    shapes = [parse_shape(text) for text in options.input_shape]
+    path = render_target(options.target, options.output, _render_options(options), shapes,
+                         options.dtype, options.backward)
+    print(path)
+    return 0
 
 
 def _demo(options: argparse.Namespace) -> int:
     from torchgraphrec.demo import run_demo
 
-    for path in run_demo(options.output):
-        print(path)
+    for line in run_demo(options.output):
+        print(line)
+    return 0
+
+
+def _doctor(options: argparse.Namespace) -> int:
+    from torchgraphrec.commands import doctor_report
+
+    print("\n".join(doctor_report()))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     options = _parser().parse_args(argv)
-    handlers = {"demo": _demo}
+    handlers = {"render": _render, "demo": _demo, "doctor": _doctor}
     try:
         return handlers[options.command](options)
-    except (OSError, ValueError, TypeError) as exc:
-        print(f"torchgraphrec: error: {exc}", file=sys.stderr)
+    except Exception as exc:  # one clear line, not a traceback, for any failure
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"torchgraphrec: error: {type(exc).__name__}: {message}", file=sys.stderr)
         return 1

@@ -40,15 +40,23 @@ def demo_model() -> tuple[Any, Any]:
     return DemoNet().eval(), torch.randn(1, 3, 32, 32)
 
 
-def run_demo(directory: str | Path) -> list[Path]:
-    """Record the demo model with backward and write its outputs into ``directory``."""
-    from torchgraphrec.graph import to_json
+def run_demo(directory: str | Path) -> list[str]:
+    """Record the demo model with backward and write every format into ``directory``.
+
+    Returns one line per file: its path, or why it was skipped (PDF without an engine).
+    """
     from torchgraphrec.recording import record
+    from torchgraphrec.render.engine import EngineError
 
     model, batch = demo_model()
     recording = record(model, batch, backward=True)
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
-    written = [folder / "demo.json"]
-    written[0].write_text(to_json(recording.graph), encoding="utf-8")
-    return written
+    lines = []
+    for suffix in (".svg", ".png", ".dot", ".json", ".graphml", ".pdf"):
+        try:
+            lines.append(str(recording.render(folder / f"demo{suffix}")))
+        except EngineError as exc:
+            lines.append(f"skipped demo{suffix}: {exc}")
+    lines.append(str(recording.render(folder / "demo-depth1.svg", depth=1)))
+    return lines

@@ -23,6 +23,22 @@ class Recording:
         self.graph = graph
         self.output = output
 
+    def to_dot(self, **options: Any) -> str:
+        """The drawing as DOT text; see :class:`~torchgraphrec.render.RenderOptions`."""
+        from torchgraphrec.render.dot import to_dot
+
+        return to_dot(self.graph, **options)
+
+    def render(self, path: Any, **options: Any) -> Any:
+        """Write the recording to ``path``, in the format its suffix names: ``.dot``/``.gv``,
+        ``.svg``, ``.png``, ``.pdf``, ``.json`` (the schema's JSON) or ``.graphml``.
+
+        Returns the path written. Raises ``ValueError`` for an unknown suffix.
+        """
+        from torchgraphrec.render.write import write
+
+        return write(self.graph, path, **options)
+
     def __repr__(self) -> str:
         counts = {kind: 0 for kind in ("layer", "tensor", "param", "op")}
         for _, kind in self.graph.nodes(data="kind"):

@@ -1,0 +1,58 @@
+"""What the command-line verbs do; the parsing is in :mod:`torchgraphrec.cli`."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+from typing import Any, Sequence
+
+__all__ = ["render_target", "doctor_report"]
+
+
+def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]], dtype: str) -> tuple:
+    from torchgraphrec.loader import example_inputs, load_factory
+
+    made = load_factory(target)()
+    model, inputs = (made if isinstance(made, tuple) and len(made) == 2 else (made, None))
+    if shapes:
+        inputs = example_inputs(shapes, dtype)
+    if inputs is None:
+        raise ValueError(f"{target!r} returned a model without inputs: give --input-shape")
+    return model, inputs if isinstance(inputs, tuple) else (inputs,)
+
+
+def render_target(target: str, output: Path, options: dict[str, Any],
+                  shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
+                  backward: bool = False) -> Path:
+    """Render a saved recording (``.json``: torch is not imported) or a model factory."""
+    from torchgraphrec.render.write import write
+
+    if target.endswith(".json"):
+        from torchgraphrec.graph import from_json
+
+        graph = from_json(Path(target).read_text(encoding="utf-8"))
+    else:
+        from torchgraphrec.recording import record
+
+        model, inputs = _model_and_inputs(target, shapes, dtype)
+        graph = record(model, inputs, backward=backward).graph
+    return write(graph, output, **options)
+
+
+def doctor_report() -> list[str]:
+    """Lines telling which engines were found, their versions and what each writes."""
+    from torchgraphrec.render.engine import find_engines, resolve_engine
+
+    lines = [f"python {platform.python_version()} on {platform.platform()}"]
+    engines = find_engines()
+    for engine in engines:
+        lines.append(f"engine {engine.name}: {engine.version}")
+        lines.append(f"    at {engine.path or '(in-process)'}; writes {', '.join(engine.formats)}")
+    if not engines:
+        lines.append("no layout engine found: reinstall torchgraphrec (it needs graphviz-pure)")
+    for fmt in ("svg", "png", "pdf"):
+        try:
+            lines.append(f"{fmt}: written by {resolve_engine(fmt).name}")
+        except Exception as exc:  # the doctor reports, it does not fail
+            lines.append(f"{fmt}: unavailable: {exc}")
+    return lines

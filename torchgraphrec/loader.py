@@ -1,0 +1,66 @@
+"""Loading a model for the command line: ``pkg.module:factory`` or ``file.py:factory``."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+__all__ = ["load_factory", "parse_shape", "example_inputs"]
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"1,3,32,32"`` as ``(1, 3, 32, 32)``.
+
+    >>> parse_shape("1,3,32,32"), parse_shape("8")
+    ((1, 3, 32, 32), (8,))
+    >>> parse_shape("1,x")
+    Traceback (most recent call last):
+    ValueError: bad input shape: '1,x' (must be whole numbers separated by commas, e.g. 1,3,32,32)
+    """
+    try:
+        shape = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(dim < 0 for dim in shape):
+        raise ValueError(f"bad input shape: {text!r} (must be whole numbers separated by "
+                         "commas, e.g. 1,3,32,32)")
+    return shape
+
+
+def load_factory(target: str) -> Callable[[], Any]:
+    """The callable named by ``pkg.module:name`` or ``path/to/file.py:name``."""
+    module_name, sep, attribute = target.rpartition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"bad model target: {target!r} (must be pkg.module:factory or "
+                         "file.py:factory)")
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.is_file():
+            raise ValueError(f"no such file: {module_name!r}")
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    else:
+        sys.path.insert(0, ".")
+        module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise ValueError(f"{module_name!r} has no attribute {attribute!r}") from None
+
+
+def example_inputs(shapes: Sequence[tuple[int, ...]], dtype: str) -> tuple:
+    """Random inputs of the given shapes: normal floats, or small whole numbers (ids) for
+    integer dtypes."""
+    import torch
+
+    torch_dtype = getattr(torch, dtype, None)
+    if not isinstance(torch_dtype, torch.dtype):
+        raise ValueError(f"unknown dtype: {dtype!r} (e.g. float32, float64, int64)")
+    if torch_dtype.is_floating_point:
+        return tuple(torch.randn(shape, dtype=torch_dtype) for shape in shapes)
+    return tuple(torch.randint(0, 2, shape, dtype=torch_dtype) for shape in shapes)

@@ -1,0 +1,139 @@
+"""Which Graphviz engine lays out the drawing, and running it on DOT text."""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from torchgraphrec.errors import TorchGraphRecError
+
+__all__ = ["Engine", "EngineError", "find_engines", "resolve_engine", "run_engine",
+           "PNG_MAX_INCHES"]
+
+#: PNGs are scaled down to fit this many inches (at 96 dpi, 7680 px) on their longer side:
+#: graphviz-pure does not clamp, and a 2,000-node PNG once exhausted memory.
+PNG_MAX_INCHES = 80
+_PURE_FORMATS = ("svg", "png", "json", "json0", "dot", "plain", "xdot")
+_SYSTEM_FORMATS = _PURE_FORMATS + ("pdf", "ps", "eps")
+_PDF_HELP = ("PDF needs a system Graphviz ('dot' on PATH, e.g. apt-get install graphviz) or "
+             "the [pdf] extra (pip install 'torchgraphrec[pdf]', which bundles Graphviz)")
+
+
+class EngineError(TorchGraphRecError, RuntimeError):
+    """No engine can write the format, or the engine failed."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A layout engine: a ``dot``-compatible binary, or pygraphviz in-process."""
+
+    name: str
+    path: Optional[str]
+    version: str
+    formats: tuple[str, ...]
+
+
+def _version(path: str) -> str:
+    try:
+        done = subprocess.run([path, "-V"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({exc})"
+    return (done.stderr or done.stdout).strip().splitlines()[0] if (done.stderr or done.stdout) \
+        else "unknown"
+
+
+def _pure_binary() -> Optional[str]:
+    """graphviz-pure's binary, found through the package's files (kernels and IDEs often
+    lack the environment's bin folder on PATH)."""
+    try:
+        files = importlib.metadata.files("graphviz-pure") or []
+    except importlib.metadata.PackageNotFoundError:
+        return shutil.which("graphviz-pure")
+    for file in files:
+        if file.name in ("graphviz-pure", "graphviz-pure.exe"):
+            path = Path(str(file.locate())).resolve()
+            if path.is_file():
+                return str(path)
+    return shutil.which("graphviz-pure")
+
+
+@functools.lru_cache(maxsize=None)
+def find_engines() -> tuple[Engine, ...]:
+    """Every engine found on this machine, in order of preference."""
+    engines = []
+    pure = _pure_binary()
+    if pure:
+        engines.append(Engine("graphviz-pure", pure, _version(pure), _PURE_FORMATS))
+    system = shutil.which("dot")
+    if system:
+        engines.append(Engine("dot", system, _version(system), _SYSTEM_FORMATS))
+    try:
+        import pygraphviz
+
+        engines.append(Engine("pygraphviz", None, f"pygraphviz {pygraphviz.__version__}",
+                              ("svg", "png", "pdf", "ps", "eps", "dot")))
+    except ImportError:
+        pass
+    return tuple(engines)
+
+
+def _explicit(choice: str) -> Engine:
+    for engine in find_engines():
+        if engine.name == choice:
+            return engine
+    path = shutil.which(choice) or (choice if Path(choice).is_file() else None)
+    if path is None:
+        raise EngineError(f"engine {choice!r} was not found (found: "
+                          f"{[e.name for e in find_engines()] or 'none'})")
+    return Engine(Path(path).name, path, _version(path), _SYSTEM_FORMATS)
+
+
+def resolve_engine(fmt: str, choice: str = "auto") -> Engine:
+    """The engine to write ``fmt`` with: ``choice`` (or ``$TORCHGRAPHREC_DOT``) if given,
+    else graphviz-pure, else the system ``dot``, else pygraphviz; a clear error otherwise."""
+    choice = os.environ.get("TORCHGRAPHREC_DOT", "") if choice == "auto" else choice
+    if choice and choice != "auto":
+        engine = _explicit(choice)
+        if fmt not in engine.formats:
+            raise EngineError(f"engine {engine.name!r} cannot write {fmt!r} (it writes "
+                              f"{list(engine.formats)})" + (f"; {_PDF_HELP}" if fmt == "pdf" else ""))
+        return engine
+    for engine in find_engines():
+        if fmt in engine.formats:
+            return engine
+    if fmt in ("pdf", "ps", "eps"):
+        raise EngineError(f"no engine here writes {fmt!r}: {_PDF_HELP}")
+    raise EngineError(f"no Graphviz engine found to write {fmt!r}: reinstall torchgraphrec "
+                      "(it depends on graphviz-pure) or install a system Graphviz")
+
+
+def run_engine(dot_source: str, fmt: str, choice: str = "auto", timeout: float = 600) -> bytes:
+    """Lay out ``dot_source`` and return the bytes of format ``fmt``."""
+    engine = resolve_engine(fmt, choice)
+    extra = [f"-Gsize={PNG_MAX_INCHES},{PNG_MAX_INCHES}", "-Gdpi=96"] if fmt == "png" else []
+    if engine.path is None:
+        return _run_pygraphviz(dot_source, fmt, extra)
+    try:
+        done = subprocess.run([engine.path, f"-T{fmt}", *extra], input=dot_source.encode(),
+                              capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise EngineError(f"{engine.name} did not finish within {timeout:.0f} s") from None
+    except OSError as exc:
+        raise EngineError(f"{engine.name} could not be started: {exc}") from None
+    if done.returncode != 0 or not done.stdout:
+        message = done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
+        raise EngineError(f"{engine.name} failed to write {fmt}: {message[:2000]}")
+    return done.stdout
+
+
+def _run_pygraphviz(dot_source: str, fmt: str, extra: list[str]) -> bytes:
+    import pygraphviz
+
+    graph = pygraphviz.AGraph(string=dot_source)
+    return graph.draw(format=fmt, prog="dot", args=" ".join(extra))

@@ -1,0 +1,81 @@
+"""Themes: how each kind of node, edge and cluster is drawn, in ``#rrggbb`` colours only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+__all__ = ["Theme", "THEMES"]
+
+Attrs = Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Theme:
+    """Graphviz attributes per drawn element. Colours are always ``#rrggbb`` (Graphviz 2.42
+    paints ``#rgb`` black)."""
+
+    name: str
+    graph: Attrs
+    node: Attrs
+    edge: Attrs
+    cluster: Attrs
+    repeat_cluster: Attrs
+    layer: Attrs
+    tensor: Attrs
+    model_tensor: Attrs
+    param: Attrs
+    op: Attrs
+
+
+_FONT = "Helvetica"
+
+DEFAULT = Theme(
+    name="default",
+    graph={"fontname": _FONT, "fontsize": "12", "nodesep": "0.25", "ranksep": "0.35",
+           "bgcolor": "#ffffff", "pad": "0.2"},
+    node={"fontname": _FONT, "fontsize": "10", "penwidth": "1", "height": "0.3",
+          "margin": "0.08,0.04"},
+    edge={"color": "#5c6370", "arrowsize": "0.6", "fontname": _FONT, "fontsize": "9",
+          "fontcolor": "#5c6370"},
+    cluster={"style": "rounded,filled", "fillcolor": "#f5f7fb", "color": "#9aa5b8",
+             "fontcolor": "#2b3340", "fontsize": "11", "labeljust": "l", "margin": "8"},
+    repeat_cluster={"style": "rounded,dashed,filled", "fillcolor": "#eef4ff",
+                    "color": "#4c6ef5", "fontcolor": "#364fc7", "fontsize": "11",
+                    "labeljust": "r", "margin": "8"},
+    layer={"shape": "box", "style": "rounded,filled", "fillcolor": "#dbe7fb",
+           "color": "#4c6ef5", "fontcolor": "#1c2a4a"},
+    tensor={"shape": "box", "style": "filled", "fillcolor": "#ebfbee", "color": "#2f9e44",
+            "fontsize": "9", "height": "0.22"},
+    model_tensor={"shape": "box", "style": "filled,bold", "fillcolor": "#d3f9d8",
+                  "color": "#2b8a3e", "fontsize": "10"},
+    param={"shape": "box", "style": "filled", "fillcolor": "#f1f3f5", "color": "#adb5bd",
+           "fontsize": "8", "fontcolor": "#495057", "height": "0.2"},
+    op={"shape": "ellipse", "style": "filled", "fillcolor": "#fff4e6", "color": "#f08c00",
+        "fontsize": "9", "height": "0.22"},
+)
+
+_SERIF = "Times-Roman"
+
+PAPER = Theme(
+    name="paper",
+    graph={**DEFAULT.graph, "fontname": _SERIF},
+    node={**DEFAULT.node, "fontname": _SERIF},
+    edge={"color": "#000000", "arrowsize": "0.6", "fontname": _SERIF, "fontsize": "9",
+          "fontcolor": "#000000"},
+    cluster={"style": "rounded", "color": "#000000", "fontcolor": "#000000",
+             "fontsize": "11", "labeljust": "l", "margin": "8"},
+    repeat_cluster={"style": "rounded,dashed", "color": "#000000", "fontcolor": "#000000",
+                    "fontsize": "11", "labeljust": "r", "margin": "8"},
+    layer={"shape": "box", "style": "rounded,filled", "fillcolor": "#e6e6e6",
+           "color": "#000000", "fontcolor": "#000000"},
+    tensor={"shape": "box", "style": "solid", "color": "#000000", "fontsize": "9",
+            "height": "0.22"},
+    model_tensor={"shape": "box", "style": "bold", "color": "#000000", "fontsize": "10"},
+    param={"shape": "box", "style": "dotted", "color": "#000000", "fontsize": "8",
+           "height": "0.2"},
+    op={"shape": "ellipse", "style": "solid", "color": "#000000", "fontsize": "9",
+        "height": "0.22"},
+)
+
+THEMES: Mapping[str, Theme] = {theme.name: theme for theme in (DEFAULT, PAPER)}

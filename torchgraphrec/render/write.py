@@ -1,0 +1,80 @@
+"""Writing a recorded graph to a file whose suffix names the format, atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Union
+
+import networkx as nx
+
+from torchgraphrec.graph import to_json
+from torchgraphrec.render.dot import to_dot
+from torchgraphrec.render.engine import run_engine
+from torchgraphrec.render.options import RenderOptions
+
+__all__ = ["write", "FORMATS", "write_atomic"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _drawing(fmt: str) -> Callable[[nx.DiGraph, RenderOptions], bytes]:
+    def draw(graph: nx.DiGraph, options: RenderOptions) -> bytes:
+        dot = to_dot(graph, **vars(options))
+        return dot.encode() if fmt == "dot" else run_engine(dot, fmt, options.engine)
+    return draw
+
+
+def _graphml(graph: nx.DiGraph, options: RenderOptions) -> bytes:
+    # GraphML has no tuples and no nulls: write those values as JSON text.
+    def plain(attrs: dict) -> dict:
+        return {k: json.dumps(v) if isinstance(v, (tuple, list, dict)) or v is None else v
+                for k, v in attrs.items()}
+
+    flat = nx.DiGraph(**plain(graph.graph))
+    flat.add_nodes_from((n, plain(a)) for n, a in graph.nodes(data=True))
+    flat.add_edges_from((s, t, plain(a)) for s, t, a in graph.edges(data=True))
+    return "\n".join(nx.generate_graphml(flat)).encode()
+
+
+FORMATS: dict[str, Callable[[nx.DiGraph, RenderOptions], bytes]] = {
+    ".dot": _drawing("dot"),
+    ".gv": _drawing("dot"),
+    ".svg": _drawing("svg"),
+    ".png": _drawing("png"),
+    ".pdf": _drawing("pdf"),
+    ".json": lambda graph, options: to_json(graph).encode(),
+    ".graphml": _graphml,
+}
+
+
+def write_atomic(path: PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, so that a
+    failure never leaves a partial file under the final name."""
+    target = Path(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def write(graph: nx.DiGraph, path: PathLike, **options: Any) -> Path:
+    """Write ``graph`` to ``path`` in the format its suffix names.
+
+    Raises:
+        ValueError: the suffix names no known format.
+        EngineError: no layout engine here writes the format, or it failed.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"unknown format: {suffix or Path(path).name!r} (must be one of "
+                         f"{sorted(FORMATS)})")
+    settings = RenderOptions.of(options)
+    return write_atomic(path, FORMATS[suffix](graph, settings))
