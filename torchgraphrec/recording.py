@@ -112,14 +112,16 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
     >>> [attrs["name"] for _, attrs in rec.graph.nodes(data=True) if attrs["kind"] == "op"]
     ['t', 'addmm']
     """
+    from torchgraphrec.capture.hooks import gc_paused
     from torchgraphrec.capture.recorder import Recorder, check_model
 
     check_model(model)
     call_args, call_kwargs = _as_args(args), _as_kwargs(kwargs)
-    with Recorder(model, backward=backward) as recorder:
+    with gc_paused(), Recorder(model, backward=backward) as recorder:
         output = model(*call_args, **call_kwargs)
         if backward:
             backward_loss(output).backward()
-    recording = recorder.recording
+    with gc_paused():
+        recording = recorder.recording
     recording.output = output
     return recording

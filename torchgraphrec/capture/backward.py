@@ -33,7 +33,7 @@ class BackwardClock:
         """Hook each autograd node in ``nodes``, named by the matching op record."""
         starts, ends, now = self.starts, self.ends, time.perf_counter_ns
         for node, op in zip(nodes, ops):
-            node_id = op.node_id
+            node_id = op[0]
 
             def before(grad_outputs: Any, node_id: str = node_id) -> None:
                 starts.setdefault(node_id, now())

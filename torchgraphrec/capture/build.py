@@ -50,7 +50,6 @@ def build_graph(events: Events, table: ModuleTable) -> nx.DiGraph:
     places = [(node_id, attrs["depth"] + 1) for node_id, attrs in layers]
     nodes = layers + _tensor_nodes(events, places) + _param_nodes(events, places)
     nodes += _op_nodes(events, places)
-    nodes.sort(key=lambda item: item[1]["seq"])
     _fill(graph, nodes, events)
     return graph
 
@@ -79,6 +78,7 @@ def _layer_nodes(events: Events, table: ModuleTable, tensor_ids: list[str]) -> l
     nodes: list[Node] = []
     counts: dict[int, int] = {}
     t0 = events.t0
+    num_params = table.all_num_params()
     for call in events.calls:
         call_index = counts.get(call.module, 0)
         counts[call.module] = call_index + 1
@@ -90,11 +90,17 @@ def _layer_nodes(events: Events, table: ModuleTable, tensor_ids: list[str]) -> l
             "parent": parent, "depth": depth, "seq": call.seq,
             "qualname": qualname, "type": type_name, "call_index": call_index,
             "t_start_ns": call.t_start - t0, "t_end_ns": call.t_end - t0,
-            "num_params": table.num_params(call.module),
-            "inputs": tuple(dict.fromkeys(tensor_ids[i] for i in call.inputs)),
-            "outputs": tuple(dict.fromkeys(tensor_ids[i] for i in call.outputs)),
+            "num_params": num_params[call.module],
+            "inputs": _unique_ids(call.inputs, tensor_ids),
+            "outputs": _unique_ids(call.outputs, tensor_ids),
         }))
     return nodes
+
+
+def _unique_ids(indices: list[int], tensor_ids: list[str]) -> tuple[str, ...]:
+    if len(indices) == 1:
+        return (tensor_ids[indices[0]],)
+    return tuple(dict.fromkeys([tensor_ids[i] for i in indices]))
 
 
 def _tensor_nodes(events: Events, places: list[tuple[str, int]]) -> list[Node]:
@@ -114,22 +120,24 @@ def _tensor_nodes(events: Events, places: list[tuple[str, int]]) -> list[Node]:
 
 def _param_nodes(events: Events, places: list[tuple[str, int]]) -> list[Node]:
     nodes: list[Node] = []
+    name = _Names()
     for record in events.params.values():
         parent, depth = places[record.parent] if record.parent >= 0 else (None, 0)
+        param = record.param
         nodes.append((f"param:{record.qualname}", {
             "kind": "param", "label": record.qualname, "parent": parent, "depth": depth,
-            "seq": record.seq, "qualname": record.qualname, "shape": record.shape,
-            "dtype": record.dtype, "requires_grad": record.requires_grad,
+            "seq": record.seq, "qualname": record.qualname, "shape": tuple(param.shape),
+            "dtype": name(param.dtype), "requires_grad": param.requires_grad,
         }))
     return nodes
 
 
 def _op_nodes(events: Events, places: list[tuple[str, int]]) -> list[Node]:
     nodes: list[Node] = []
-    for record in events.ops:
-        parent, depth = places[record.owner] if record.owner >= 0 else (None, 0)
-        nodes.append((record.node_id, {
-            "kind": "op", "label": record.name, "parent": parent, "depth": depth,
-            "seq": record.seq, "name": record.name, "grad_fn": record.grad_fn,
+    for node_id, name, grad_fn, owner, seq, _ in events.ops:
+        parent, depth = places[owner] if owner >= 0 else (None, 0)
+        nodes.append((node_id, {
+            "kind": "op", "label": name, "parent": parent, "depth": depth,
+            "seq": seq, "name": name, "grad_fn": grad_fn,
         }))
     return nodes

@@ -48,25 +48,18 @@ class TensorRecord:
         self.role = "intermediate"
 
 
-class OpRecord(NamedTuple):
-    """One autograd-recorded op, attributed to the call whose sequence window holds it."""
-
-    node_id: str
-    name: str
-    grad_fn: str
-    owner: int
-    seq: int
-    t: int
+#: One autograd-recorded op, attributed to the call whose sequence window holds it:
+#: ``(node_id, name, grad_fn, owner_call, seq, t)``. A plain tuple: thousands are made per
+#: forward, and a class's ``__init__`` would cost more than the rest of the work.
+OpRecord = tuple[str, str, str, int, int, int]
 
 
-@dataclass
-class ParamRecord:
-    """A parameter that reached an op."""
+class ParamRecord(NamedTuple):
+    """A parameter that reached an op; its shape and dtype are read when the graph is built
+    (the model holds the parameter anyway)."""
 
     qualname: str
-    shape: tuple[int, ...]
-    dtype: str
-    requires_grad: bool
+    param: Any
     parent: int
     seq: int
 

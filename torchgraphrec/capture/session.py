@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchgraphrec.capture.autograd import Timeline, is_leaf_accumulator, op_name, walk
-from torchgraphrec.capture.events import Events, OpRecord, ParamRecord
+from torchgraphrec.capture.events import Events, ParamRecord
 from torchgraphrec.capture.hooks import CallTracker
 
 __all__ = ["finish_session"]
@@ -35,10 +35,11 @@ class _SessionBuilder:
         self.events: Events = tracker.events
         self.calls = [self.events.calls[i] for i in tracker.session_calls]
         self.timeline = Timeline(tracker.breaks)
-        self.tensor_indices: list[int] = []
+        seen: list[int] = []
         for call in self.calls:
-            self.tensor_indices += call.inputs
-            self.tensor_indices += call.outputs
+            seen += call.inputs
+            seen += call.outputs
+        self.tensor_indices = list(dict.fromkeys(seen))
         self.boundary: dict[tuple[Any, int], str] = {}
         tensors = self.events.tensors
         for index in self.tensor_indices:
@@ -50,6 +51,7 @@ class _SessionBuilder:
         self.op_time: dict[str, int] = {}
         self.empty_slots: set[str] = set()
         self.has_input: set[str] = set()
+        self.param_names = tracker.table.param_names
 
     def edge(self, source: str, target: str, t: int, kind: str = "flow") -> None:
         self.has_input.add(target)
@@ -62,30 +64,30 @@ class _SessionBuilder:
         tensors = self.events.tensors
         found = walk([tensors[i].grad_fn for i in self.tensor_indices],
                      root.seq_start, root.seq_end)
+        place = self.timeline.place
         for number, node, _ in found:
-            self._add_op(number, node)
+            self._add_op(node, *place(number))
         for _, node, next_functions in found:
             self._link_op_inputs(self.op_ids[node], next_functions)
         for index in self.tensor_indices:
             record = tensors[index]
             producer = self.op_ids.get(record.grad_fn)
             node_id = record.node_id
-            if producer is not None and node_id not in self.has_input and \
+            if producer is not None and \
                     self.boundary.get((record.grad_fn, record.output_nr)) == node_id:
                 self.edge(producer, node_id, record.t)
         return [node for _, node, _ in found]
 
-    def _add_op(self, number: int, node: Any) -> None:
+    def _add_op(self, node: Any, owner: int, t: int) -> None:
         grad_fn = type(node).__name__
         name = op_name(grad_fn)
         events = self.events
         node_id = f"op:{name}#{len(events.ops)}"
-        owner, t = self.timeline.place(number)
         self.op_ids[node] = node_id
         self.op_owner[node_id] = owner
         self.op_time[node_id] = t
         events.seq += 1
-        events.ops.append(OpRecord(node_id, name, grad_fn, owner, events.seq, t))
+        events.ops.append((node_id, name, grad_fn, owner, events.seq, t))
 
     def _link_op_inputs(self, target: str, next_functions: tuple) -> None:
         t = self.op_time[target]
@@ -103,7 +105,7 @@ class _SessionBuilder:
                 self._link_leaf(source_node.variable, target, t)
 
     def _link_leaf(self, variable: Any, target: str, t: int) -> None:
-        qualname = self.tracker.table.param_name(variable)
+        qualname = self.param_names.get(id(variable))
         if qualname is not None:
             self.edge(self._param_id(qualname, variable, target), target, t, kind="param")
             return
@@ -114,16 +116,13 @@ class _SessionBuilder:
         self.edge(self.events.tensors[index].node_id, target, t)
 
     def _param_id(self, qualname: str, variable: Any, user_op: str) -> str:
-        node_id = f"param:{qualname}"
         params = self.events.params
         if qualname not in params:
-            owner_module = self.tracker.table.module_by_qualname(qualname.rpartition(".")[0])
+            owner_module = self.tracker.table.param_owner[qualname]
             parent = self.tracker.first_call.get(owner_module, self.op_owner[user_op])
             self.events.seq += 1
-            params[qualname] = ParamRecord(
-                qualname, tuple(variable.shape), str(variable.dtype).replace("torch.", ""),
-                variable.requires_grad, parent, self.events.seq)
-        return node_id
+            params[qualname] = ParamRecord(qualname, variable, parent, self.events.seq)
+        return f"param:{qualname}"
 
     def mark_roles(self) -> None:
         root = self.calls[0]
@@ -138,28 +137,31 @@ class _SessionBuilder:
                 tensors[index].role = "output"
 
     def link_untracked_inputs(self) -> None:
-        """Give tensors that autograd does not see (no grad, int ids) a path through calls."""
+        """Give tensors that autograd does not see (no grad, int ids) a path through calls:
+        each feeds the ops of the innermost call it was handed to."""
+        tensors = self.events.tensors
+        untracked = {i for i in self.tensor_indices
+                     if tensors[i].grad_fn is None and not tensors[i].requires_grad}
+        if untracked:
+            self._link_untracked(untracked)
+        self._feed_orphans()
+
+    def _link_untracked(self, untracked: set[int]) -> None:
+        tensors = self.events.tensors
+        handed_down: dict[int, set[int]] = {}
+        for call in self.calls:
+            if call.parent >= 0:
+                handed_down.setdefault(call.parent, set()).update(untracked.intersection(call.inputs))
         own_ops: dict[int, list[str]] = {}
         for node_id, owner in self.op_owner.items():
             own_ops.setdefault(owner, []).append(node_id)
-        child_inputs: dict[int, set[int]] = {}
-        for call in self.calls:
-            if call.parent >= 0:
-                child_inputs.setdefault(call.parent, set()).update(call.inputs)
         for index, call in zip(self.tracker.session_calls, self.calls):
-            self._link_untracked(call, own_ops.get(index, []), child_inputs.get(index, set()))
-        self._feed_orphans()
-
-    def _link_untracked(self, call: Any, ops: list[str], consumed_by_children: set[int]) -> None:
-        tensors = self.events.tensors
-        untracked = [i for i in call.inputs if tensors[i].grad_fn is None
-                     and not tensors[i].requires_grad and i not in consumed_by_children]
-        if not untracked:
-            return
-        targets = [op for op in ops if op in self.empty_slots] or ops[:1]
-        for index in untracked:
-            for op in targets:
-                self.edge(tensors[index].node_id, op, self.op_time[op])
+            mine = [i for i in call.inputs if i in untracked and i not in handed_down.get(index, ())]
+            ops = own_ops.get(index, [])
+            targets = [op for op in ops if op in self.empty_slots] or ops[:1]
+            for tensor in mine:
+                for op in targets:
+                    self.edge(tensors[tensor].node_id, op, self.op_time[op])
 
     def _feed_orphans(self) -> None:
         """Feed each tensor a call produced without autograd (under ``no_grad``, say) from

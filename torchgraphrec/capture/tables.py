@@ -25,9 +25,10 @@ class ModuleTable:
     qualnames: list[str] = field(default_factory=list)
     types: list[str] = field(default_factory=list)
     param_names: dict[int, str] = field(default_factory=dict)
+    param_owner: dict[str, int] = field(default_factory=dict)
     _by_qualname: dict[str, int] = field(default_factory=dict)
     _sizes: list[tuple[str, Any]] = field(default_factory=list)
-    _num_params: dict[str, int] | None = None
+    _num_params: list[int] | None = None
 
     def __post_init__(self) -> None:
         # One traversal; parameters take their first name, as in named_parameters().
@@ -40,6 +41,7 @@ class ModuleTable:
             for name, param in module._parameters.items():
                 if param is not None and id(param) not in self.param_names:
                     self.param_names[id(param)] = prefix + name
+                    self.param_owner[prefix + name] = len(self.modules) - 1
                     self._sizes.append((prefix + name, param))
 
     def param_name(self, tensor: torch.Tensor) -> str | None:
@@ -52,6 +54,10 @@ class ModuleTable:
 
     def num_params(self, index: int) -> int:
         """How many parameter elements module ``index`` holds, nested ones included."""
+        return self.all_num_params()[index]
+
+    def all_num_params(self) -> list[int]:
+        """:meth:`num_params` of every module, by index (computed once)."""
         if self._num_params is None:
             totals = dict.fromkeys(self.qualnames, 0)
             for qualname, param in self._sizes:
@@ -63,5 +69,5 @@ class ModuleTable:
                     if not module_name:
                         break
                     module_name = module_name.rpartition(".")[0]
-            self._num_params = totals
-        return self._num_params[self.qualnames[index]]
+            self._num_params = [totals[qualname] for qualname in self.qualnames]
+        return self._num_params

@@ -23,7 +23,7 @@ def escape(text: Any) -> str:
 
 
 def join(*lines: str) -> graphviz.nohtml:
-    """Escaped lines as one DOT label, never read as an HTML-like label (``<lambda>``).
+    r"""Escaped lines as one DOT label, never read as an HTML-like label (``<lambda>``).
 
     >>> str(join("<lambda>", "a&b"))
     '<lambda>\\na&b'
