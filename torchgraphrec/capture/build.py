@@ -65,11 +65,9 @@ def _fill(graph: nx.DiGraph, nodes: list[Node], events: Events) -> None:
     if len(node_store) != len(nodes):
         raise CaptureError(f"the recorder made {len(nodes)} nodes but only "
                            f"{len(node_store)} distinct ids")
-    t0 = events.t0
     try:
-        for source, target, kind, seq, t in events.edges:
-            succ[source][target] = pred[target][source] = {"kind": kind, "seq": seq,
-                                                           "t_ns": t - t0}
+        for source, target, attrs in events.edges:
+            succ[source][target] = pred[target][source] = attrs
     except KeyError as exc:
         raise CaptureError(f"the recorder made an edge to an unknown node {exc}") from None
 

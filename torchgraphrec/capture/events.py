@@ -68,15 +68,16 @@ class ParamRecord(NamedTuple):
 class Events:
     """Everything one recorder observed, in observation order.
 
-    Edges are tuples ``(source, target, kind, seq, t)``; times are ``perf_counter_ns``
-    readings, made relative to ``t0`` when the graph is built.
+    Edges are ``(source, target, attributes)``, their ``t_ns`` already relative to ``t0``;
+    other times are ``perf_counter_ns`` readings, made relative to ``t0`` when the graph is
+    built.
     """
 
     calls: list[CallRecord] = field(default_factory=list)
     tensors: list[TensorRecord] = field(default_factory=list)
     ops: list[OpRecord] = field(default_factory=list)
     params: dict[str, ParamRecord] = field(default_factory=dict)
-    edges: list[tuple[str, str, str, int, int]] = field(default_factory=list)
+    edges: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     seq: int = 0
     t0: int = 0
 

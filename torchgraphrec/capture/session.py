@@ -57,7 +57,8 @@ class _SessionBuilder:
         self.has_input.add(target)
         events = self.events
         events.seq += 1
-        events.edges.append((source, target, kind, events.seq, t))
+        events.edges.append((source, target, {"kind": kind, "seq": events.seq,
+                                              "t_ns": t - events.t0}))
 
     def record_ops(self) -> list[Any]:
         root = self.calls[0]
@@ -99,7 +100,8 @@ class _SessionBuilder:
             source = boundary.get((source_node, output_nr)) or op_ids.get(source_node)
             if source is not None:
                 events.seq += 1
-                edges.append((source, target, "flow", events.seq, t))
+                edges.append((source, target, {"kind": "flow", "seq": events.seq,
+                                               "t_ns": t - events.t0}))
                 self.has_input.add(target)
             elif is_leaf_accumulator(source_node):
                 self._link_leaf(source_node.variable, target, t)
