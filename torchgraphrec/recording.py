@@ -112,7 +112,7 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
     >>> [attrs["name"] for _, attrs in rec.graph.nodes(data=True) if attrs["kind"] == "op"]
     ['t', 'addmm']
     """
-    from torchgraphrec.capture.hooks import gc_paused
+    from torchgraphrec.gcpause import gc_paused
     from torchgraphrec.capture.recorder import Recorder, check_model
 
     check_model(model)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import sys
 import threading
 import time
 import weakref
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 from torch.nn.modules import module as torch_module
@@ -17,23 +16,11 @@ from torchgraphrec.capture.events import CallRecord, Events, TensorRecord
 from torchgraphrec.capture.structures import flatten_tensors
 from torchgraphrec.capture.tables import ModuleTable
 
-__all__ = ["CallTracker", "gc_paused"]
+__all__ = ["CallTracker"]
 
 _peek_sequence_nr: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
 _now = time.perf_counter_ns
 _thread_id = threading.get_ident
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Keep Python's cyclic collector off inside the block, restoring it after."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _version_of(tensor: torch.Tensor) -> int:

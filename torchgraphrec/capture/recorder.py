@@ -12,7 +12,8 @@ from torch import nn
 from torchgraphrec.capture.backward import BackwardClock
 from torchgraphrec.capture.build import build_graph
 from torchgraphrec.capture.events import Events
-from torchgraphrec.capture.hooks import CallTracker, gc_paused
+from torchgraphrec.capture.hooks import CallTracker
+from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.capture.session import finish_session
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.errors import CaptureError

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import graphviz
 import networkx as nx
+from graphviz.quoting import attr_list, quote
 
+from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.render import labels
 from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.view import View, build_view
@@ -17,7 +19,8 @@ __all__ = ["to_dot", "to_digraph", "to_pydot"]
 def to_digraph(graph: nx.DiGraph, **options: Any) -> graphviz.Digraph:
     """The drawing of ``graph`` as a :class:`graphviz.Digraph` (not rendered)."""
     settings = RenderOptions.of(options)
-    return _DotWriter(build_view(graph, settings), settings).write()
+    with gc_paused():
+        return _DotWriter(build_view(graph, settings), settings).write()
 
 
 def to_dot(graph: nx.DiGraph, **options: Any) -> str:
@@ -48,10 +51,21 @@ def to_pydot(graph: nx.DiGraph, **options: Any) -> Any:
     return dot
 
 
+def _attrs(values: Mapping[str, Any]) -> str:
+    """`` [a=1 b="x y"]`` with every key and value quoted by the graphviz package."""
+    return attr_list(attributes=values)
+
+
 class _DotWriter:
+    """Writes the view's lines: themed attributes are quoted once per kind, not per node."""
+
     def __init__(self, view: View, options: RenderOptions) -> None:
         self.view, self.options, self.theme = view, options, options.style
         self.names: dict[str, str] = {}
+        theme = self.theme
+        self.styles = {kind: _attrs(style)[2:-1] for kind, style in (
+            ("box", theme.layer), ("param", theme.param), ("op", theme.op),
+            ("tensor", theme.tensor), ("model_tensor", theme.model_tensor))}
 
     def write(self) -> graphviz.Digraph:
         theme = self.theme
@@ -59,60 +73,56 @@ class _DotWriter:
             name=labels.escape(self.view.source.graph.get("model", "model")),
             graph_attr={**theme.graph, "rankdir": self.options.rankdir, "compound": "true"},
             node_attr=dict(theme.node), edge_attr=dict(theme.edge))
-        bodies = self._cluster_bodies()
+        bodies: dict[str | None, list[str]] = {None: root.body}
+        for cluster in list(self.view.groups) + self.view.clusters:
+            bodies[cluster] = []
         for node in self.view.nodes:
-            self._node(bodies.get(self.view.parent.get(node), root), node)
-        self._nest(root, bodies)
-        for (source, target), count in self.view.edges.items():
-            root.edge(self.names[source], self.names[target], **self._edge_attrs(source, target,
-                                                                              count))
+            bodies[self.view.parent.get(node)].append(self._node_line(node))
+        self._nest(bodies)
+        root.body += [self._edge_line(source, target, count)
+                      for (source, target), count in self.view.edges.items()]
         return root
 
-    def _cluster_bodies(self) -> dict[str, graphviz.Digraph]:
-        bodies = {}
-        for index, cluster in enumerate(list(self.view.groups) + self.view.clusters):
-            attrs = self._cluster_attrs(cluster)
-            bodies[cluster] = graphviz.Digraph(name=f"cluster_{index}", graph_attr=attrs)
-        return bodies
+    def _nest(self, bodies: dict[str | None, list[str]]) -> None:
+        """Close each cluster into its parent's body, innermost first, indenting as it goes."""
+        clusters = list(self.view.groups) + self.view.clusters
+        number = {cluster: index for index, cluster in enumerate(clusters)}
+        depth = {cluster: self._depth(cluster) for cluster in clusters}
+        for cluster in sorted(clusters, key=lambda c: (-depth[c], self._position(c))):
+            header = f"\tsubgraph cluster_{number[cluster]} {{\n\t\tgraph{self._cluster_attrs(cluster)}\n"
+            inner = [f"\t{line}" for line in bodies[cluster]]
+            bodies[self.view.parent.get(cluster)].extend([header, *inner, "\t}\n"])
 
-    def _cluster_attrs(self, cluster: str) -> dict[str, str]:
+    def _depth(self, cluster: str) -> int:
+        depth, node = 0, self.view.parent.get(cluster)
+        while node is not None:
+            depth, node = depth + 1, self.view.parent.get(node)
+        return depth
+
+    def _position(self, cluster: str) -> int:
+        return self.view.folded.nodes[cluster.removeprefix("group:")]["seq"]
+
+    def _cluster_attrs(self, cluster: str) -> str:
         if cluster in self.view.groups:
-            return {**self.theme.repeat_cluster, "label": f"× {self.view.groups[cluster]}",
-                    "id": labels.xml_id("g", cluster), "class": "tgr-repeat"}
+            return _attrs({**self.theme.repeat_cluster, "label": f"× {self.view.groups[cluster]}",
+                           "id": labels.xml_id("g", cluster), "class": "tgr-repeat"})
         attrs = self.view.folded.nodes[cluster]
         title = labels.layer_title(attrs)
         repeats = self.view.repeats.get(cluster, 1)
-        return {**self.theme.cluster, "label": labels.join(
-                    f"{title}  × {repeats}" if repeats > 1 else title),
-                "id": labels.xml_id("c", cluster), "class": f"tgr-cluster tgr-{attrs['type']}"}
+        return _attrs({**self.theme.cluster,
+                       "label": labels.join(f"{title}  × {repeats}" if repeats > 1 else title),
+                       "id": labels.xml_id("c", cluster),
+                       "class": f"tgr-cluster tgr-{attrs['type']}"})
 
-    def _nest(self, root: graphviz.Digraph, bodies: dict[str, graphviz.Digraph]) -> None:
-        """Attach each cluster to its parent, innermost first (a cluster's text is copied
-        into its parent when attached, so it must be complete by then)."""
-        depth: dict[str, int] = {}
-        for cluster in bodies:
-            chain, node = 0, self.view.parent.get(cluster)
-            while node is not None:
-                chain, node = chain + 1, self.view.parent.get(node)
-            depth[cluster] = chain
-        order = sorted(bodies, key=lambda c: (-depth[c], self._position(c)))
-        for cluster in order:
-            parent = self.view.parent.get(cluster)
-            (bodies[parent] if parent is not None else root).subgraph(bodies[cluster])
-
-    def _position(self, cluster: str) -> int:
-        node = cluster.removeprefix("group:")
-        return self.view.folded.nodes[node]["seq"]
-
-    def _node(self, body: graphviz.Digraph, node: str) -> None:
+    def _node_line(self, node: str) -> str:
         name = self.names[node] = f"n{len(self.names)}"
         attrs = self.view.folded.nodes[node]
         kind = self.view.kind(node)
-        style = {"box": self.theme.layer, "param": self.theme.param, "op": self.theme.op,
-                 "tensor": self.theme.model_tensor if attrs.get("role") in ("input", "output")
-                 else self.theme.tensor}[kind]
-        body.node(name, label=self._label(node, attrs, kind), id=labels.xml_id("n", node),
-                  **{"class": f"tgr-{kind}"}, **style)
+        style = "model_tensor" if kind == "tensor" and attrs.get("role") in (
+            "input", "output") else kind
+        # ids from labels.xml_id hold no quote or backslash, so they are quoted as they are
+        return (f"\t{name} [label={quote(self._label(node, attrs, kind))} "
+                f"class=\"tgr-{kind}\" id=\"{labels.xml_id('n', node)}\" {self.styles[style]}]\n")
 
     def _label(self, node: str, attrs: dict, kind: str) -> Any:
         show = self.options.show_shapes
@@ -124,12 +134,10 @@ class _DotWriter:
             return labels.param_label(attrs, show)
         return labels.op_label(attrs)
 
-    def _edge_attrs(self, source: str, target: str, count: int) -> dict[str, str]:
+    def _edge_line(self, source: str, target: str, count: int) -> str:
         kind = "param" if self.view.kind(source) == "param" else "flow"
         edge_id = f"{labels.xml_id('e', source)}-{labels.xml_id('', target)}"
-        attrs = {"id": edge_id, "class": f"tgr-{kind}"}
-        if kind == "param":
-            attrs.update(style="dashed", arrowhead="none")
-        if count > 1:
-            attrs["label"] = f"×{count}"
-        return attrs
+        extra = " style=dashed arrowhead=none" if kind == "param" else ""
+        label = f" label={quote(f'×{count}')}" if count > 1 else ""
+        return (f"\t{self.names[source]} -> {self.names[target]} [class=\"tgr-{kind}\" "
+                f"id=\"{edge_id}\"{extra}{label}]\n")

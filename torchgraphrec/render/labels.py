@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping, Sequence
 
 import graphviz
@@ -89,13 +90,14 @@ def op_label(attrs: Mapping[str, Any]) -> graphviz.nohtml:
     return join(attrs["name"])
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:#@-]")
+
+
 def xml_id(prefix: str, node_id: str) -> str:
     """A stable SVG ``id`` for a graph id: characters outside ``[A-Za-z0-9_.:#@-]`` become
-    ``_xx`` (their code point in hex), so that markup in module names cannot leak.
+    ``_xx_`` (their code point in hex), so that markup in module names cannot leak.
 
     >>> xml_id("n", "layer:a<b>#0")
     'n-layer:a_3c_b_3e_#0'
     """
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in "_.:#@-") else f"_{ord(c):x}_"
-                   for c in node_id)
-    return f"{prefix}-{safe}"
+    return f"{prefix}-{_UNSAFE.sub(lambda match: f'_{ord(match.group()):x}_', node_id)}"

@@ -1,0 +1,114 @@
+"""The command line: render a factory or a saved recording, demo, doctor, and clean errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+
+from torchgraphrec.cli import main
+
+FACTORY = textwrap.dedent("""
+    import torch
+
+    def model():
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
+
+    def model_and_inputs():
+        return torch.nn.Linear(5, 2), torch.randn(1, 5)
+
+    def embedder():
+        return torch.nn.Embedding(10, 3)
+""")
+
+
+@pytest.fixture
+def factory_file(tmp_path: Path) -> Path:
+    path = tmp_path / "zoo_factories.py"
+    path.write_text(FACTORY)
+    return path
+
+
+def test_render_a_factory_with_input_shapes(factory_file: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "conv.svg"
+    assert main(["render", f"{factory_file}:model", "--input-shape", "1,3,8,8", "-o",
+                 str(out), "--depth", "1", "--rankdir", "LR"]) == 0
+    assert out.read_text().lstrip().startswith("<?xml") and "Conv2d" in out.read_text()
+    assert capsys.readouterr().out.strip() == str(out)
+
+
+def test_render_a_factory_that_returns_inputs(factory_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "linear.json"
+    assert main(["render", f"{factory_file}:model_and_inputs", "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["graph"]["model"] == "Linear"
+
+
+def test_integer_inputs_for_embeddings(factory_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "emb.dot"
+    assert main(["render", f"{factory_file}:embedder", "--input-shape", "2,4", "--dtype",
+                 "int64", "-o", str(out)]) == 0
+    assert "int64" in out.read_text()
+
+
+def test_render_a_saved_recording_without_importing_torch(tmp_path: Path) -> None:
+    assert main(["demo", "-o", str(tmp_path)]) == 0
+    script = (f"import sys; from torchgraphrec.cli import main; "
+              f"code = main(['render', {str(tmp_path / 'demo.json')!r}, '-o', "
+              f"{str(tmp_path / 'again.svg')!r}, '--depth', '1']); "
+              f"assert 'torch' not in sys.modules, 'torch was imported'; sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    svg = ElementTree.parse(tmp_path / "again.svg").getroot()
+    classes = [g.get("class") for g in svg.iter("{http://www.w3.org/2000/svg}g")]
+    assert classes.count("node tgr-box") == 3  # stem, blocks and head at depth 1
+
+
+def test_demo_writes_every_format(tmp_path: Path, capsys) -> None:
+    assert main(["demo", "-o", str(tmp_path / "out")]) == 0
+    names = {p.name for p in (tmp_path / "out").iterdir()}
+    assert {"demo.svg", "demo.png", "demo.dot", "demo.json", "demo.graphml",
+            "demo-depth1.svg"} <= names
+    printed = capsys.readouterr().out
+    assert ("demo.pdf" in names) == ("skipped demo.pdf" not in printed)
+
+
+def test_doctor_runs(capsys) -> None:
+    assert main(["doctor"]) == 0
+    assert "engine graphviz-pure" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["render", "no_such_module:thing", "-o", "x.svg"], "No module named 'no_such_module'"),
+    (["render", "nocolon", "-o", "x.svg"], "bad model target: 'nocolon'"),
+    (["render", "missing.json", "-o", "x.svg"], "No such file or directory"),
+    (["render", "FILE:model", "-o", "x.svg"], "returned a model without inputs: give --input-shape"),
+    (["render", "FILE:model", "--input-shape", "1,x", "-o", "x.svg"], "bad input shape: '1,x'"),
+    (["render", "FILE:model", "--input-shape", "1,3,8,8", "-o", "x.bmp"], "unknown format: '.bmp'"),
+])
+def test_errors_are_one_line_with_status_1(argv, match, factory_file, tmp_path, capsys,
+                                           monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = [str(factory_file) + a[4:] if a.startswith("FILE") else a for a in argv]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("torchgraphrec: error: ") and "\n" not in err
+    assert match in err
+    assert not list(tmp_path.glob("x.*"))
+
+
+def test_usage_errors_exit_with_status_2(capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["render", "x.json", "-o", "x.svg", "--rankdir", "sideways"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'sideways'" in capsys.readouterr().err
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    done = subprocess.run([sys.executable, "-m", "torchgraphrec", "--help"], capture_output=True,
+                          text=True)
+    assert done.returncode == 0 and "render" in done.stdout and "doctor" in done.stdout
