@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("target", metavar="TARGET")
     render.add_argument("-o", "--output", required=True, type=Path,
                         help="file to write; its suffix names the format "
-                             "(.svg .png .pdf .dot .gv .json .graphml)")
+                             "(.svg .html .png .pdf .dot .gv .json .graphml)")
     render.add_argument("--input-shape", action="append", default=[], metavar="SHAPE",
                         help="an input's shape, e.g. 1,3,32,32 (repeat for several inputs)")
     render.add_argument("--dtype", default="float32", help="the inputs' dtype (default float32)")

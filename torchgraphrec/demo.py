@@ -53,7 +53,7 @@ def run_demo(directory: str | Path) -> list[str]:
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     lines = []
-    for suffix in (".svg", ".png", ".dot", ".json", ".graphml", ".pdf"):
+    for suffix in (".svg", ".html", ".png", ".dot", ".json", ".graphml", ".pdf"):
         try:
             lines.append(str(recording.render(folder / f"demo{suffix}")))
         except EngineError as exc:

@@ -31,13 +31,32 @@ class Recording:
 
     def render(self, path: Any, **options: Any) -> Any:
         """Write the recording to ``path``, in the format its suffix names: ``.dot``/``.gv``,
-        ``.svg``, ``.png``, ``.pdf``, ``.json`` (the schema's JSON) or ``.graphml``.
+        ``.svg``, ``.png``, ``.pdf``, ``.html`` (the interactive report), ``.json`` (the
+        schema's JSON) or ``.graphml``.
 
         Returns the path written. Raises ``ValueError`` for an unknown suffix.
         """
         from torchgraphrec.render.write import write
 
         return write(self.graph, path, **options)
+
+    def to_html(self, path: Any, **options: Any) -> Any:
+        """Write the interactive HTML report to ``path`` (see :mod:`torchgraphrec.render.html`)."""
+        from torchgraphrec.render.html import to_html
+        from torchgraphrec.render.write import write_atomic
+
+        return write_atomic(path, to_html(self.graph, **options).encode())
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from torchgraphrec.jupyter import mimebundle
+
+        return mimebundle(self.graph, repr(self), include, exclude)
+
+    def show(self, **options: Any) -> None:
+        """Display the recording in a notebook, drawn with these options (``depth``...)."""
+        from torchgraphrec.jupyter import show
+
+        show(self.graph, repr(self), **options)
 
     def __repr__(self) -> str:
         counts = {kind: 0 for kind in ("layer", "tensor", "param", "op")}

@@ -112,7 +112,7 @@ class _DotWriter:
         return _attrs({**self.theme.cluster,
                        "label": labels.join(f"{title}  × {repeats}" if repeats > 1 else title),
                        "id": labels.xml_id("c", cluster),
-                       "class": f"tgr-cluster tgr-{attrs['type']}"})
+                       "class": f"tgr-cluster tgr-{labels.css_class(attrs['type'])}"})
 
     def _node_line(self, node: str) -> str:
         name = self.names[node] = f"n{len(self.names)}"

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 import graphviz
 
 __all__ = ["escape", "join", "shape_text", "count_text", "layer_title", "box_label",
-           "tensor_label", "param_label", "op_label", "xml_id"]
+           "tensor_label", "param_label", "op_label", "xml_id", "css_class"]
 
 
 def escape(text: Any) -> str:
@@ -93,6 +93,15 @@ def op_label(attrs: Mapping[str, Any]) -> graphviz.nohtml:
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:#@-]")
 
 
+def css_class(name: str) -> str:
+    """A class name made of safe characters only, like :func:`xml_id`.
+
+    >>> css_class('T<"x">')
+    'T_3c__22_x_22__3e_'
+    """
+    return _UNSAFE.sub(lambda match: f"_{ord(match.group()):x}_", name)
+
+
 def xml_id(prefix: str, node_id: str) -> str:
     """A stable SVG ``id`` for a graph id: characters outside ``[A-Za-z0-9_.:#@-]`` become
     ``_xx_`` (their code point in hex), so that markup in module names cannot leak.
@@ -100,4 +109,4 @@ def xml_id(prefix: str, node_id: str) -> str:
     >>> xml_id("n", "layer:a<b>#0")
     'n-layer:a_3c_b_3e_#0'
     """
-    return f"{prefix}-{_UNSAFE.sub(lambda match: f'_{ord(match.group()):x}_', node_id)}"
+    return f"{prefix}-{css_class(node_id)}"

@@ -39,6 +39,12 @@ def _graphml(graph: nx.DiGraph, options: RenderOptions) -> bytes:
     return "\n".join(nx.generate_graphml(flat)).encode()
 
 
+def _report(graph: nx.DiGraph, options: RenderOptions) -> bytes:
+    from torchgraphrec.render.html import to_html
+
+    return to_html(graph, **vars(options)).encode()
+
+
 FORMATS: dict[str, Callable[[nx.DiGraph, RenderOptions], bytes]] = {
     ".dot": _drawing("dot"),
     ".gv": _drawing("dot"),
@@ -46,6 +52,7 @@ FORMATS: dict[str, Callable[[nx.DiGraph, RenderOptions], bytes]] = {
     ".png": _drawing("png"),
     ".pdf": _drawing("pdf"),
     ".json": lambda graph, options: to_json(graph).encode(),
+    ".html": lambda graph, options: _report(graph, options),
     ".graphml": _graphml,
 }
 

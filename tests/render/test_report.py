@@ -1,0 +1,155 @@
+"""The HTML report: self-contained, escaped, and working in a real browser."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import torchgraphrec as tgr
+from helpers import fresh
+from render.layout import layout
+from torchgraphrec.render.html import report_fragment, to_html
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def recording() -> tgr.Recording:
+    return tgr.record(*fresh("resnet_like"), backward=True)
+
+
+def _data(html: str) -> dict:
+    text = re.search(r'<script type="application/json" class="tgr-data">(.*?)</script>', html,
+                     re.S).group(1)
+    return json.loads(text)
+
+
+def test_report_is_one_self_contained_file(recording, tmp_path: Path) -> None:
+    path = recording.render(tmp_path / "report.html")
+    html = path.read_text(encoding="utf-8")
+    assert not re.search(r"https?://", html)
+    assert "<script src" not in html and "<link" not in html
+    assert html.count("<svg") == 4  # all levels, depths 0, 1 and 2
+    data = _data(html)
+    assert set(data["nodes"]) == set(recording.graph.nodes)
+    assert len(data["layers"]) == 38 and data["layers"][0]["qualname"] == "(root)"
+
+
+def test_everything_inserted_is_escaped(tmp_path: Path) -> None:
+    model = nn.Sequential()
+    model.add_module("</script><b>", nn.Linear(2, 2))
+    hostile = type("</script><i>", (nn.ReLU,), {})
+    model.add_module("a&b", hostile())
+    html = to_html(tgr.record(model, torch.randn(1, 2)).graph)
+    assert "</script><b>" not in html and "<b>" not in html and "<i>" not in html
+    assert html.count("</script>") == 2  # the data and the page's own script, nothing else
+    data = _data(html)
+    assert "layer:</script><b>#0" in data["nodes"]
+
+
+def test_fragments_keep_their_own_ids(recording) -> None:
+    first = report_fragment(recording.graph, element_id="one")
+    second = report_fragment(recording.graph, element_id="two")
+    assert 'id="one"' in first and 'getElementById("one")' in first
+    assert 'id="two"' in second
+
+
+def test_jupyter_bundle(recording) -> None:
+    bundle = recording._repr_mimebundle_()
+    assert bundle["text/plain"] == "<Recording model=ResNetLike layers=38 ops=36 tensors=36 params=29>"
+    assert bundle["image/svg+xml"].lstrip().startswith("<?xml")
+    assert 'class="tgr-report"' in bundle["text/html"]
+    assert set(recording._repr_mimebundle_(include=["text/plain"])) == {"text/plain"}
+
+
+def test_jupyter_caps_large_output(recording, monkeypatch) -> None:
+    from torchgraphrec import jupyter
+
+    monkeypatch.setattr(jupyter, "MAX_BYTES", 1000)
+    bundle = recording._repr_mimebundle_()
+    assert "image/svg+xml" not in bundle
+    assert "cap is 0 MB" in bundle["text/html"] and "rec.show(depth=2)" in bundle["text/html"]
+
+
+def _expected_hits(recording, query: str) -> int:
+    drawing = layout(recording.to_dot())
+    data_ids = {}
+    for node, attrs in recording.graph.nodes(data=True):
+        fields = [node, attrs.get("label"), attrs.get("qualname"), attrs.get("type"),
+                  attrs.get("name")]
+        data_ids[node] = any(query in str(f).lower() for f in fields if f is not None)
+    hits = 0
+    for obj in drawing["objects"]:
+        node = obj["id"][2:]
+        hits += bool(data_ids.get(node))
+    return hits
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_report_works_in_a_real_browser(recording, tmp_path: Path) -> None:
+    playwright = pytest.importorskip("playwright.sync_api")
+    path = recording.render(tmp_path / "report.html")
+    problems: list[str] = []
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(path.resolve().as_uri())
+
+        page.fill("#tgr .tgr-search", "conv")
+        shown = page.locator("#tgr .tgr-view:not([hidden]) .tgr-hit").count()
+        assert shown == _expected_hits(recording, "conv") > 0
+        assert page.text_content("#tgr .tgr-count").startswith(f"{shown} matches in this view")
+
+        page.click('#tgr [id="n-param:stem.0.weight"]')
+        assert page.text_content("#tgr .tgr-details-title") == "stem.0.weight"
+        assert "(16, 3, 3, 3)" not in page.text_content("#tgr .tgr-details")
+        assert "[16,3,3,3]" in page.text_content("#tgr .tgr-details")
+
+        page.select_option("#tgr .tgr-depth", "2")
+        assert page.locator("#tgr .tgr-view").nth(0).is_hidden()
+        assert page.locator("#tgr .tgr-view").nth(2).is_visible()
+        page.click('#tgr .tgr-view:not([hidden]) [id="n-layer:stem#0"]')
+        assert page.text_content("#tgr .tgr-details-title") == "stem"
+
+        page.click('#tgr .tgr-calls th[data-key="params"]')
+        params = [int(t.replace(",", "")) for t in
+                  page.locator("#tgr .tgr-calls tbody tr td:nth-child(4)").all_text_contents()]
+        assert params == sorted(params) and params[0] < params[-1]
+        page.click('#tgr .tgr-calls th[data-key="params"]')
+        again = [int(t.replace(",", "")) for t in
+                 page.locator("#tgr .tgr-calls tbody tr td:nth-child(4)").all_text_contents()]
+        assert again == sorted(params, reverse=True)
+
+        page.select_option("#tgr .tgr-depth", "0")
+        svg = page.locator("#tgr .tgr-view:not([hidden]) svg")
+        before = svg.get_attribute("viewBox")
+        box = svg.bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.wheel(0, -400)
+        assert svg.get_attribute("viewBox") != before
+        page.click("#tgr .tgr-fit")
+        assert svg.get_attribute("viewBox") == before
+
+        inner = page.locator('#tgr .tgr-view:not([hidden]) [id="n-op:convolution#0"]')
+        assert inner.is_visible()
+        page.dblclick('#tgr .tgr-view:not([hidden]) [id="c-layer:stem#0"] > text')
+        assert inner.is_hidden()
+        page.dblclick('#tgr .tgr-view:not([hidden]) [id="c-layer:stem#0"] > text')
+        assert inner.is_visible()
+
+        assert page.locator("#tgr .tgr-timeline rect.tgr-backward").count() == 38
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        browser.close()
+    assert problems == []
+    assert (tmp_path / "report.png").stat().st_size > 10_000
