@@ -92,17 +92,14 @@ class _SessionBuilder:
 
     def _link_op_inputs(self, target: str, next_functions: tuple) -> None:
         t = self.op_time[target]
-        boundary, op_ids, edges, events = self.boundary, self.op_ids, self.events.edges, self.events
         for source_node, output_nr in next_functions:
             if source_node is None:
                 self.empty_slots.add(target)
                 continue
-            source = boundary.get((source_node, output_nr)) or op_ids.get(source_node)
+            # a boundary tensor comes first: the edge then runs op -> tensor -> op
+            source = self.boundary.get((source_node, output_nr)) or self.op_ids.get(source_node)
             if source is not None:
-                events.seq += 1
-                edges.append((source, target, {"kind": "flow", "seq": events.seq,
-                                               "t_ns": t - events.t0}))
-                self.has_input.add(target)
+                self.edge(source, target, t)
             elif is_leaf_accumulator(source_node):
                 self._link_leaf(source_node.variable, target, t)
 
