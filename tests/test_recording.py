@@ -292,3 +292,89 @@ def test_layers_name_their_boundary_tensors(recorded: dict, name: str) -> None:
     assert set(root["outputs"]) == {n for n, a in tensors.items() if a["role"] == "output"}
     for attrs in nodes_of(graph, "layer").values():
         assert set(attrs["inputs"]) | set(attrs["outputs"]) <= set(tensors)
+
+
+class _Checkpointed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.utils.checkpoint.checkpoint(self.body, x, use_reentrant=False)
+        return self.head(hidden)
+
+
+def test_checkpoint_recomputation_in_backward_adds_no_calls() -> None:
+    torch.manual_seed(0)
+    model, x = _Checkpointed(), torch.randn(2, 4)
+    reference = copy.deepcopy(model)
+    backward_loss(reference(x)).backward()
+    graph = tgr.record(model, x, backward=True).graph
+    tgr.validate(graph)
+    calls = sorted(f"{a['qualname']}#{a['call_index']}" for a in nodes_of(graph, "layer").values())
+    assert calls == ["#0", "body#0", "body.0#0", "body.1#0", "head#0"]
+    for (name, param), (_, expected) in zip(model.named_parameters(), reference.named_parameters()):
+        assert torch.equal(param.grad, expected.grad), name
+
+
+def test_the_models_own_hooks_still_run_in_order() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    order: list[str] = []
+    model[0].register_forward_pre_hook(lambda *_: order.append("pre"))
+    model[0].register_forward_hook(lambda *_: order.append("post"))
+    model[0].register_full_backward_hook(lambda *_: order.append("backward"))
+    tgr.record(model, torch.randn(2, 4, requires_grad=True), backward=True)
+    assert order == ["pre", "post", "backward"]
+    assert len(model[0]._forward_hooks) == len(model[0]._forward_pre_hooks) == 1
+
+
+def test_compiled_modules_are_refused_clearly() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.compile's own
+        compiled = torch.compile(torch.nn.Linear(2, 2))
+    with pytest.raises(TypeError, match=r"torch.compile'd module.*model._orig_mod"):
+        tgr.record(compiled, torch.randn(1, 2))
+
+
+def test_nested_recorders_on_one_model_both_record() -> None:
+    model = Raising()
+    with pytest.raises(ValueError, match="bad input shape") as caught:
+        with tgr.Recorder(model) as outer:
+            tgr.record(model, torch.randn(2, 3))
+    assert len(caught.value.__notes__) == 1
+    del model.inner.bad
+    with tgr.Recorder(model) as outer:
+        inner = tgr.record(model, torch.randn(2, 3))
+    assert _comparable(outer.graph)[1] == _comparable(inner.graph)[1]
+
+
+def test_recorders_in_two_threads_keep_apart() -> None:
+    import threading
+
+    graphs: dict[int, nx.DiGraph] = {}
+
+    def run(key: int) -> None:
+        case = fresh("resnet_like" if key else "gpt2")
+        graphs[key] = tgr.record(*case).graph
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert _comparable(graphs[0]) == _comparable(tgr.record(*fresh("gpt2")).graph)
+    assert _comparable(graphs[1]) == _comparable(tgr.record(*fresh("resnet_like")).graph)
+
+
+@pytest.mark.parametrize("context", ["meta", "inference_mode"])
+def test_meta_device_and_inference_mode(context: str) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    if context == "meta":
+        graph = tgr.record(model.to("meta"), torch.randn(2, 4, device="meta")).graph
+        assert {a["device"] for a in nodes_of(graph, "tensor").values()} == {"meta"}
+    else:
+        with torch.inference_mode():
+            graph = tgr.record(model, torch.randn(2, 4)).graph
+    tgr.validate(graph)
+    assert len(nodes_of(graph, "layer")) == 3

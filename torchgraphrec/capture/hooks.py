@@ -21,6 +21,9 @@ __all__ = ["CallTracker"]
 _peek_sequence_nr: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
 _now = time.perf_counter_ns
 _thread_id = threading.get_ident
+#: -1 outside a backward pass; module calls made during one (checkpoint recomputation)
+#: are part of the backward, not new forward calls.
+_graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
 
 
 def _version_of(tensor: torch.Tensor) -> int:
@@ -95,7 +98,7 @@ class CallTracker:
         return index
 
     def _pre_hook(self, module: torch.nn.Module, args: tuple) -> None:
-        if self._thread != _thread_id():
+        if self._thread != _thread_id() or _graph_task_id() >= 0:
             return
         module_index = self._index_of.get(id(module))
         if module_index is None or self.failure is not None:
@@ -106,7 +109,7 @@ class CallTracker:
             self._fail(exc)
 
     def _post_hook(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
-        if self._thread != _thread_id():
+        if self._thread != _thread_id() or _graph_task_id() >= 0:
             return
         module_index = self._index_of.get(id(module))
         if module_index is None or self.failure is not None:
@@ -160,8 +163,10 @@ class CallTracker:
         call = calls[index]
         qualname = self.table.qualnames[call.module] or "<root>"
         call_index = sum(1 for other in calls[:index] if other.module == call.module)
-        exc.add_note(f"torchgraphrec: raised in the call of {qualname!r} "
-                     f"({self.table.types[call.module]}, call_index {call_index})")
+        note = (f"torchgraphrec: raised in the call of {qualname!r} "
+                f"({self.table.types[call.module]}, call_index {call_index})")
+        if note not in getattr(exc, "__notes__", ()):  # a second recorder on the same model
+            exc.add_note(note)
 
     def _begin_session(self) -> None:
         # The collector's passes over the many small records made during capture cost

@@ -30,6 +30,10 @@ def check_model(model: Any) -> nn.Module:
         raise TypeError(
             f"cannot record a torch.jit.ScriptModule ({type(model).__name__}): scripted "
             "modules run no Python hooks; record the original nn.Module instead")
+    if type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):
+        raise TypeError(
+            "cannot record a torch.compile'd module: compiled code runs no per-module hooks "
+            "and would be traced with them; record the original module (model._orig_mod)")
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}: {model!r}"[:200])
     return model
