@@ -10,6 +10,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Recorder",
+    "probe",
+    "select",
+    "stats",
     "Recording",
     "record",
     "validate",
@@ -26,9 +29,15 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    # The recorder imports torch; a saved recording can be read and drawn without it.
-    if name == "Recorder":
-        from torchgraphrec.capture.recorder import Recorder
+    # These import torch; a saved recording can be read and drawn without it.
+    import importlib
 
-        return Recorder
-    raise AttributeError(f"module 'torchgraphrec' has no attribute {name!r}")
+    lazy = {"Recorder": ("torchgraphrec.capture.recorder", "Recorder"),
+            "probe": ("torchgraphrec.probes.probe", "probe"),
+            "select": ("torchgraphrec.probes.select", None),
+            "stats": ("torchgraphrec.probes.stats", None)}
+    if name not in lazy:
+        raise AttributeError(f"module 'torchgraphrec' has no attribute {name!r}")
+    module_name, attribute = lazy[name]
+    module = importlib.import_module(module_name)
+    return getattr(module, attribute) if attribute else module

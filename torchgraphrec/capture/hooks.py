@@ -52,6 +52,7 @@ class CallTracker:
         self.breaks: list[tuple[int, int, int]] = []
         self.session_calls: list[int] = []
         self.failure: BaseException | None = None
+        self.observer: Any = None  # a ProbeEngine, when the recorder has probes
         self._objects: dict[int, tuple[weakref.ref, int]] = {}
         self._versions: dict[tuple[int, int], int] = {}
         self._numbers = 0
@@ -108,7 +109,7 @@ class CallTracker:
         except Exception as exc:  # a recorder bug must never break the user's forward
             self._fail(exc)
 
-    def _post_hook(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
+    def _post_hook(self, module: torch.nn.Module, args: tuple, *rest: Any) -> Any:
         if self._thread != _thread_id() or _graph_task_id() >= 0:
             return
         module_index = self._index_of.get(id(module))
@@ -116,9 +117,11 @@ class CallTracker:
             return
         try:
             # always_call hooks get (module, args, None) when the forward raised
-            self._leave(module_index, *rest) if len(rest) == 2 else self._leave(module_index, {}, None)
+            return self._leave(module_index, *rest) if len(rest) == 2 else \
+                self._leave(module_index, {}, None)
         except Exception as exc:
             self._fail(exc)
+            return None
 
     def _enter(self, module_index: int, args: tuple) -> None:
         t, seq = _now(), _peek_sequence_nr()
@@ -135,8 +138,10 @@ class CallTracker:
         self.first_call.setdefault(module_index, index)
         self.session_calls.append(index)
         self.breaks.append((seq, index, t))
+        if self.observer is not None and self.observer.watches(module_index):
+            self.observer.on_enter(module_index, args)
 
-    def _leave(self, module_index: int, kwargs: dict, output: Any) -> None:
+    def _leave(self, module_index: int, kwargs: dict, output: Any) -> Any:
         t, seq = _now(), _peek_sequence_nr()
         stack = self.stack
         if not stack or self.events.calls[stack[-1]].module != module_index:
@@ -151,9 +156,13 @@ class CallTracker:
         else:
             see = self.see
             call.outputs = [see(x, index, t) for x in flatten_tensors(output)]
+        edited = None
+        if self.observer is not None and self.observer.watches(module_index):
+            edited = self.observer.on_leave(module_index, kwargs, output)
         self.breaks.append((seq, call.parent, t))
         if not stack:
             self._end_session()
+        return edited
 
     def _note(self, exc: BaseException, index: int) -> None:
         if exc is self._noted or not hasattr(exc, "add_note"):

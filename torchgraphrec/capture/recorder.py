@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 import networkx as nx
 import torch
@@ -17,6 +17,9 @@ from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.capture.session import finish_session
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.errors import CaptureError
+from torchgraphrec.probes.engine import ProbeEngine
+from torchgraphrec.probes.probe import Probe
+from torchgraphrec.probes.store import Store
 
 if TYPE_CHECKING:
     from torchgraphrec.recording import Recording
@@ -50,6 +53,10 @@ class Recorder:
     Args:
         model: the module to record.
         backward: also time backward passes run inside the block.
+        probes: :func:`~torchgraphrec.probe` s recording what flows through; their records
+            are read with ``rec[qualname, site]`` and :meth:`frame`.
+        memory_limit: bytes of whole tensors probes may keep; past it they keep statistics
+            only, with a warning.
 
     >>> import torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())
@@ -60,9 +67,15 @@ class Recorder:
     ['layer:#0', 'layer:0#0', 'layer:1#0']
     """
 
-    def __init__(self, model: nn.Module, *, backward: bool = True) -> None:
+    def __init__(self, model: nn.Module, *, backward: bool = True,
+                 probes: Sequence[Probe] = (), memory_limit: Optional[int] = None) -> None:
         self.model = check_model(model)
         self.backward = bool(backward)
+        self.probes = tuple(probes)
+        if not all(isinstance(p, Probe) for p in self.probes):
+            raise TypeError(f"probes must be made with torchgraphrec.probe(), got {probes!r}")
+        self.store = Store(memory_limit)
+        self._engine: Optional[ProbeEngine] = None
         self._table: ModuleTable | None = None
         self._events = Events()
         self._tracker: CallTracker | None = None
@@ -75,6 +88,9 @@ class Recorder:
             raise RuntimeError("this Recorder is already recording; make a new one to nest")
         self._table = ModuleTable(self.model)
         self._tracker = CallTracker(self._table, self._events, self._finish)
+        if self.probes:  # selectors are resolved (and may refuse) before any hook is added
+            self._engine = self._tracker.observer = ProbeEngine(self._table, self.probes,
+                                                                self.store)
         self._tracker.attach()
         return self
 
@@ -85,11 +101,44 @@ class Recorder:
             return
         tracker.detach()
         self._clock.detach()
+        if self._engine is not None:
+            self._engine.detach()
         for record in self._events.tensors:
             record.grad_fn = None
         self._tracker = None
-        if tracker.failure is not None and exc is None:
-            raise CaptureError(f"the recorder failed: {tracker.failure!r}") from tracker.failure
+        failure = tracker.failure or (self._engine.failure if self._engine else None)
+        if failure is not None and exc is None:
+            raise CaptureError(f"the recorder failed: {failure!r}") from failure
+
+    def step(self) -> None:
+        """Mark the end of a training step: probes record parameter updates, and call
+        indices start again from 0."""
+        if self._engine is not None:
+            self._engine.next_step()
+
+    def epoch(self) -> None:
+        """Mark the end of an epoch (the ``epoch`` column of :meth:`frame`)."""
+        if self._engine is not None:
+            self._engine.next_epoch()
+
+    def __getitem__(self, key: tuple[str, str]) -> Any:
+        """What probes kept for ``(qualname, site)``: with ``reduce="all"`` a list with one
+        entry per call; an entry is a tensor, or ``{path: tensor}`` for nested outputs, or
+        ``{stat: ...}`` when a probe keeps several statistics."""
+        module, site = key
+        return self.store.get(module, site)
+
+    def frame(self, by: Optional[Union[str, Sequence[str]]] = None,
+              agg: Sequence[str] = ("mean", "std", "min", "max")) -> Any:
+        """The scalar records as a tidy pandas DataFrame: epoch, step, module, type,
+        call_index, site, path, stat, value. With ``by`` (``"epoch"`` or ``"step"``), the
+        values aggregated per module, site, path and statistic, monitorch-style."""
+        from torchgraphrec.probes.store import aggregate
+
+        table = self.store.frame()
+        if by is None:
+            return table
+        return aggregate(table, [by] if isinstance(by, str) else list(by), agg)
 
     def _finish(self, tracker: CallTracker) -> None:
         first_op = len(self._events.ops)

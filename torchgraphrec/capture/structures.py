@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 
-__all__ = ["flatten_tensors"]
+__all__ = ["flatten_tensors", "tensors_with_paths"]
 
 _Tensor = torch.Tensor
 
@@ -28,27 +28,40 @@ def flatten_tensors(value: Any) -> list[torch.Tensor]:
         return [value]
     if type(value) is tuple and len(value) == 1 and isinstance(value[0], _Tensor):
         return [value[0]]  # the common case of a module called with one tensor
-    found: list[torch.Tensor] = []
+    return [tensor for _, tensor in tensors_with_paths(value)]
+
+
+def tensors_with_paths(value: Any, root: str = "") -> list[tuple[str, torch.Tensor]]:
+    """The tensors in ``value`` with their paths inside it, depth first.
+
+    >>> import torch
+    >>> found = tensors_with_paths({"x": (torch.zeros(1), None), "y": [torch.ones(2)]})
+    >>> [path for path, _ in found]
+    ["['x'][0]", "['y'][0]"]
+    >>> tensors_with_paths(torch.zeros(1))[0][0]
+    ''
+    """
+    found: list[tuple[str, torch.Tensor]] = []
     seen: set[int] = set()
-    stack: list[Any] = [value]
+    stack: list[tuple[str, Any]] = [(root, value)]
     while stack:
-        item = stack.pop()
+        path, item = stack.pop()
         if isinstance(item, _Tensor):
-            found.append(item)
+            found.append((path, item))
             continue
-        children = _children(item)
+        children = _named_children(item)
         if children is None or id(item) in seen:
             continue
         seen.add(id(item))
-        stack.extend(reversed(list(children)))
+        stack.extend(reversed([(path + name, child) for name, child in children]))
     return found
 
 
-def _children(item: Any) -> Iterable[Any] | None:
+def _named_children(item: Any) -> list[tuple[str, Any]] | None:
     if isinstance(item, (tuple, list)):
-        return item
+        return [(f"[{index}]", child) for index, child in enumerate(item)]
     if isinstance(item, dict):
-        return item.values()
+        return [(f"[{key!r}]", child) for key, child in item.items()]
     if dataclasses.is_dataclass(item) and not isinstance(item, type):
-        return [getattr(item, field.name) for field in dataclasses.fields(item)]
+        return [(f".{field.name}", getattr(item, field.name)) for field in dataclasses.fields(item)]
     return None

@@ -1,0 +1,271 @@
+"""Probes on the recorder's hooks: exact gradients, per-call records, memory, no side effects."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import warnings
+import weakref
+
+import pytest
+import torch
+from torch import nn
+
+import torchgraphrec as tgr
+from helpers import fresh, hook_state
+from models import ReusedModule, StructuredOutputs
+from torchgraphrec import select as S
+from torchgraphrec.recording import backward_loss
+
+
+def _mlp(inplace: bool) -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(inplace=inplace), nn.Linear(8, 3))
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_grad_output_equals_autograd_grad(inplace: bool) -> None:
+    x = torch.randn(5, 4)
+    reference = _mlp(inplace=False)
+    captured = {}
+    reference[0].register_forward_hook(lambda m, a, out: captured.setdefault("out", out))
+    loss = backward_loss(reference(x))
+    (expected,) = torch.autograd.grad(loss, captured["out"])
+
+    model = _mlp(inplace)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with tgr.Recorder(model, probes=[tgr.probe("grad_output", where=S.name("0"),
+                                                   keep="full")]) as rec:
+            backward_loss(model(x)).backward()
+    (recorded,) = rec["0", "grad_output"]
+    assert torch.equal(recorded, expected)
+
+
+def test_grad_output_of_nested_outputs_is_keyed_by_path() -> None:
+    torch.manual_seed(0)
+    model, x = StructuredOutputs(), torch.randn(2, 4)
+    with tgr.Recorder(model, probes=[tgr.probe("grad_output", where=S.name("^$"),
+                                               keep="full")]) as rec:
+        output = model(x)
+        paths = {"[0][0]": output[0][0], "[1]['hidden']": output[1]["hidden"],
+                 "[1]['pair'][0]": output[1]["pair"][0], "[2].logits": output[2].logits,
+                 "[2].extra[1]['deep']": output[2].extra[1]["deep"]}
+        grads = torch.autograd.grad(backward_loss(output), list(paths.values()))
+    (entry,) = rec["", "grad_output"]
+    assert set(entry) == set(paths)
+    for path, grad in zip(paths, grads):
+        assert torch.equal(entry[path], grad)
+
+
+def test_reused_module_outputs_are_kept_per_call() -> None:
+    torch.manual_seed(0)
+    model, x = ReusedModule(), torch.randn(2, 5)
+    real = []
+    model.shared.register_forward_hook(lambda m, a, out: real.append(out.detach().clone()))
+    with tgr.Recorder(model, probes=[tgr.probe("output", where=S.name("shared"), keep="full")]) as rec:
+        model(x)
+    kept = rec["shared", "output"]
+    assert len(kept) == 3
+    for recorded, expected in zip(kept, real):
+        assert torch.equal(recorded, expected)
+    table = rec.frame()
+    assert table.empty  # full tensors are not scalar rows
+
+
+def test_statistics_are_rows_of_a_tidy_frame() -> None:
+    model = _mlp(False)
+    probes = [tgr.probe("output", where=S.type(nn.Linear), keep=["rms", "dead"]),
+              tgr.probe("param_grad", where=S.type(nn.Linear), keep="l2")]
+    with tgr.Recorder(model, probes=probes) as rec:
+        for epoch in range(2):
+            for _ in range(3):
+                backward_loss(model(torch.randn(4, 4))).backward()
+                rec.step()
+            rec.epoch()
+    table = rec.frame()
+    assert list(table.columns) == ["epoch", "step", "module", "type", "call_index", "site",
+                                   "path", "stat", "value"]
+    outputs = table[table.site == "output"]
+    assert len(outputs) == 2 * 3 * 2 * 2  # epochs x steps x Linear calls x stats
+    assert set(outputs.stat) == {"rms", "dead"} and set(outputs.type) == {"Linear"}
+    grads = table[table.site == "param_grad"]
+    assert set(grads.path) == {"weight", "bias"} and (grads.value > 0).all()
+    by_epoch = rec.frame(by="epoch", agg=["mean", "min", "max"])
+    assert len(by_epoch) == 2 * (2 * 2 + 2 * 2)  # epochs x (output rows + param_grad rows)
+    assert (by_epoch["min"] <= by_epoch["mean"]).all()
+
+
+def test_full_tensors_are_detached_copies() -> None:
+    model = _mlp(False)
+    with tgr.Recorder(model, probes=[tgr.probe("output", where=S.name("0"), keep="full")]) as rec:
+        output = model(torch.randn(2, 4))
+        hidden = weakref.ref(output)
+    (kept,) = rec["0", "output"]
+    assert not kept.requires_grad and kept.grad_fn is None
+    del output
+    gc.collect()
+    assert hidden() is None
+
+
+def test_memory_limit_stops_keeping_tensors_with_a_warning() -> None:
+    model = _mlp(False)
+    probes = [tgr.probe("output", where=S.name("0"), keep=["full", "rms"])]
+    with pytest.warns(UserWarning, match="reached their memory limit of 200 bytes"):
+        with tgr.Recorder(model, probes=probes, memory_limit=200) as rec:
+            for _ in range(5):
+                model(torch.randn(2, 4))  # 2 x 8 float32 = 64 bytes of output per call
+    kept = rec["0", "output"]
+    assert [sorted(entry) for entry in kept] == [["full", "rms"]] * 3 + [["rms"]] * 2
+    assert rec.store.bytes == 3 * 64
+    assert len(rec.frame()) == 5  # every rms row is still there
+
+
+@pytest.mark.parametrize("reduce, check", [
+    ("last", lambda kept, values: torch.equal(kept, values[-1])),
+    ("sum", lambda kept, values: torch.allclose(kept, sum(values))),
+    ("running", lambda kept, values: torch.allclose(kept["mean"], torch.stack(values).double().mean())
+     and kept["count"] == 4),
+    (lambda a, b: torch.maximum(a, b), lambda kept, values: torch.equal(kept, max(values))),
+])
+def test_reductions_over_calls(reduce, check) -> None:
+    model = _mlp(False)
+    with tgr.Recorder(model, probes=[tgr.probe("output", where=S.name("2"), keep="rms",
+                                               reduce=reduce),
+                                     tgr.probe("output", where=S.name("0"), keep="rms")]) as rec:
+        values = [model(torch.randn(3, 4)).detach().pow(2).mean().sqrt() for _ in range(4)]
+    assert check(rec["2", "output"], values)
+    assert len(rec["0", "output"]) == 4
+
+
+def test_when_conditions_on_step_and_training() -> None:
+    model = _mlp(False)
+    probes = [tgr.probe("output", where=S.name("0"), when=lambda c: c.step % 2 == 0 and c.training)]
+    with tgr.Recorder(model, probes=probes) as rec:
+        for _ in range(4):
+            model(torch.randn(2, 4))
+            rec.step()
+        model.eval()
+        model(torch.randn(2, 4))
+    assert sorted(rec.frame().step) == [0, 2]
+
+
+def test_input_param_and_update_sites() -> None:
+    model = _mlp(False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    probes = [tgr.probe(site, where=S.name("2"), keep="l2")
+              for site in ("input", "grad_input", "param", "param_update")]
+    with tgr.Recorder(model, probes=probes) as rec:
+        for _ in range(2):
+            optimizer.zero_grad()
+            backward_loss(model(torch.randn(2, 4))).backward()
+            optimizer.step()
+            rec.step()
+    table = rec.frame()
+    assert set(table.site) == {"input", "grad_input", "param", "param_update"}
+    assert set(table[table.site == "input"].path) == {"args[0]"}
+    assert set(table[table.site == "param_update"].path) == {"weight", "bias"}
+    updates = table[(table.site == "param_update") & (table.path == "bias")]
+    assert (updates.value > 0).all() and len(updates) == 2
+
+
+def test_edit_replaces_the_output_after_recording_it() -> None:
+    model = _mlp(False)
+    x = torch.randn(2, 4)
+    plain = model(x)
+    probes = [tgr.probe("output", where=S.name("2"), keep="full", edit=lambda out: out * 0)]
+    with tgr.Recorder(model, probes=probes) as rec:
+        edited = model(x)
+    assert torch.equal(rec["2", "output"][0], plain.detach())
+    assert torch.equal(edited, torch.zeros_like(plain))
+
+
+@pytest.mark.parametrize("name", ["resnet_like", "gpt2", "inplace"])
+def test_probes_change_no_output_or_gradient_and_leave_nothing(name: str) -> None:
+    case = fresh(name)
+    reference = copy.deepcopy(case.model)
+    expected = backward_loss(reference(*case.args, **case.kwargs))
+    expected.backward()
+    model = case.model
+    before = hook_state(model)
+    probes = [tgr.probe(site, where=S.leaves(), keep=["rms", "cosine"])
+              for site in ("output", "grad_output", "param_grad")]
+    with tgr.Recorder(model, probes=probes) as rec:
+        loss = backward_loss(model(*case.args, **case.kwargs))
+        loss.backward()
+    assert torch.equal(loss, expected)
+    for (param_name, param), (_, ref) in zip(model.named_parameters(), reference.named_parameters()):
+        if ref.grad is not None:
+            assert torch.equal(param.grad, ref.grad), param_name
+    assert hook_state(model) == before
+    assert len(rec.frame()) > 0
+
+
+def test_a_failing_statistic_is_reported_after_the_block() -> None:
+    def broken(tensor: torch.Tensor) -> torch.Tensor:
+        raise ArithmeticError("bad statistic")
+
+    model = _mlp(False)
+    before = hook_state(model)
+    with pytest.raises(tgr.CaptureError, match="bad statistic"):
+        with tgr.Recorder(model, probes=[tgr.probe("grad_output", keep=broken)]):
+            output = model(torch.randn(2, 4))
+            backward_loss(output).backward()  # the user's backward still completes
+    assert hook_state(model) == before
+
+
+@pytest.mark.parametrize("selector, expected", [
+    (S.type(nn.Linear), ["0", "2"]),
+    (S.children(indices=[1]), ["1"]),
+    (S.modules(indices=[0, 3]), ["", "2"]),
+    (S.label("1-2", "1-3"), ["1", "2"]),
+    (S.depth(0), [""]),
+    (S.leaves() & ~S.type(nn.ReLU), ["0", "2"]),
+    (S.name(r"^[02]$") | S.name("1"), ["0", "1", "2"]),
+])
+def test_selectors(selector, expected) -> None:
+    assert [name for name, _ in selector.resolve(_mlp(False))] == expected
+
+
+@pytest.mark.parametrize("selector, error, match", [
+    (S.name("20"), ValueError, r"unknown module name '20'; did you mean '2', '0'\?"),
+    (S.label("2-1"), ValueError, "unknown label '2-1'"),
+    (S.children(indices=[7]), ValueError, "children index 7 is out of range"),
+])
+def test_unknown_names_are_refused_when_entered(selector, error, match) -> None:
+    model = _mlp(False)
+    before = hook_state(model)
+    with pytest.raises(error, match=match):
+        with tgr.Recorder(model, probes=[tgr.probe("output", where=selector)]):
+            pass
+    assert hook_state(model) == before
+
+
+def test_a_selector_matching_nothing_warns() -> None:
+    with pytest.warns(UserWarning, match="selects no module of Sequential"):
+        with tgr.Recorder(_mlp(False), probes=[tgr.probe("output", where=S.type(nn.LSTM))]):
+            pass
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: tgr.probe("output", keep="median"), ValueError, "unknown statistic: 'median'"),
+    (lambda: tgr.probe("output", reduce="max"), ValueError, "unknown reduce: 'max'"),
+    (lambda: tgr.probe("output", where="0"), TypeError, "where must be a torchgraphrec.select"),
+    (lambda: tgr.probe("grad_output", edit=abs), ValueError, "only on the 'output' site"),
+    (lambda: S.type(int), TypeError, "select.type takes nn.Module classes"),
+    (lambda: tgr.Recorder(nn.Linear(1, 1), probes=["output"]), TypeError,
+     "probes must be made with torchgraphrec.probe"),
+])
+def test_bad_probe_arguments(call, error, match) -> None:
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_unrecorded_key_names_what_was_recorded() -> None:
+    model = _mlp(False)
+    with tgr.Recorder(model, probes=[tgr.probe("output", where=S.name("0"))]) as rec:
+        model(torch.randn(1, 4))
+    with pytest.raises(KeyError, match="nothing was recorded for") as caught:
+        rec["2", "output"]
+    assert caught.value.args[0] == ("nothing was recorded for ('2', 'output'); recorded: "
+                                    "[\"'0', 'output'\"]")

@@ -1,0 +1,156 @@
+"""Running probes on the recorder's hooks: forward sites in the hooks, gradients by tensor hooks."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import torch
+from torch import nn
+
+from torchgraphrec.capture.structures import tensors_with_paths
+from torchgraphrec.capture.tables import ModuleTable
+from torchgraphrec.probes.probe import Context, Probe
+from torchgraphrec.probes.store import Observation, Store
+
+__all__ = ["ProbeEngine"]
+
+
+class ProbeEngine:
+    """Applies probes to the calls of the modules they select.
+
+    Call indices count a module's calls within one step (``Recorder.step()`` resets them),
+    so records are keyed by ``(module, call_index)``, never by position. Every hook it adds is
+    removed by :meth:`detach`; a failure inside a statistic is kept and re-raised by the
+    recorder, never thrown into the user's forward or backward.
+    """
+
+    def __init__(self, table: ModuleTable, probes: Sequence[Probe], store: Store) -> None:
+        self.table, self.store = table, store
+        self.by_module: dict[int, list[Probe]] = {}
+        for probe in probes:
+            chosen = probe.where.resolve(table.model) if probe.where else table.model.named_modules()
+            for qualname, _ in chosen:
+                index = table.module_by_qualname(qualname)
+                if index is not None:
+                    self.by_module.setdefault(index, []).append(probe)
+        self.step = self.epoch = 0
+        self.failure: Optional[BaseException] = None
+        self._counts: dict[int, int] = {}
+        self._open: list[int] = []
+        self._handles: list[Any] = []
+        self._previous: dict[tuple[str, str], torch.Tensor] = {}
+        self._attach_param_hooks()
+
+    def watches(self, module_index: int) -> bool:
+        return module_index in self.by_module
+
+    def _context(self, module_index: int, call_index: int) -> Context:
+        return Context(self.step, self.epoch, self.table.qualnames[module_index], call_index,
+                       self.table.modules[module_index].training)
+
+    def _seen(self, module_index: int, call_index: int, site: str, path: str) -> Observation:
+        return Observation(self.epoch, self.step, self.table.qualnames[module_index],
+                           self.table.types[module_index], call_index, site, path)
+
+    def _probes(self, module_index: int, call_index: int, site: str) -> list[Probe]:
+        context = self._context(module_index, call_index)
+        return [p for p in self.by_module[module_index] if p.site == site and p.wants(context)]
+
+    def on_enter(self, module_index: int, args: tuple) -> None:
+        call_index = self._counts.get(module_index, 0)
+        self._counts[module_index] = call_index + 1
+        self._open.append(call_index)
+        self._record(module_index, call_index, "input", tensors_with_paths(args, "args"))
+        self._hook_grads(module_index, call_index, "grad_input", tensors_with_paths(args, "args"))
+
+    def on_leave(self, module_index: int, kwargs: dict, output: Any) -> Any:
+        """Record the call's keyword inputs, output and parameters; return an edited output,
+        or ``None`` to keep it."""
+        call_index = self._open.pop()
+        keyword = tensors_with_paths(kwargs, "kwargs")
+        self._record(module_index, call_index, "input", keyword)
+        self._hook_grads(module_index, call_index, "grad_input", keyword)
+        outputs = tensors_with_paths(output)
+        self._record(module_index, call_index, "output", outputs)
+        self._hook_grads(module_index, call_index, "grad_output", outputs)
+        own = list(self.table.modules[module_index].named_parameters(recurse=False))
+        self._record(module_index, call_index, "param", own)
+        edited = None
+        for probe in self._probes(module_index, call_index, "output"):
+            if probe.edit is not None:
+                edited = probe.edit(output if edited is None else edited)
+        return edited
+
+    def _record(self, module_index: int, call_index: int, site: str,
+                tensors: list[tuple[str, torch.Tensor]]) -> None:
+        if not tensors:
+            return
+        for probe in self._probes(module_index, call_index, site):
+            for path, tensor in tensors:
+                self.store.add(probe, self._seen(module_index, call_index, site, path), tensor)
+
+    def _hook_grads(self, module_index: int, call_index: int, site: str,
+                    tensors: list[tuple[str, torch.Tensor]]) -> None:
+        probes = self._probes(module_index, call_index, site)
+        if not probes:
+            return
+        for path, tensor in tensors:
+            if tensor.requires_grad:
+                seen = self._seen(module_index, call_index, site, path)
+                self._handles.append(tensor.register_hook(self._grad_hook(probes, seen)))
+
+    def _grad_hook(self, probes: list[Probe], seen: Observation) -> Any:
+        def hook(grad: torch.Tensor) -> None:
+            try:
+                for probe in probes:
+                    self.store.add(probe, seen, grad)
+            except Exception as exc:  # kept for the recorder; the backward goes on
+                self.failure = self.failure or exc
+        return hook
+
+    def _attach_param_hooks(self) -> None:
+        for module_index, probes in self.by_module.items():
+            module = self.table.modules[module_index]
+            if any(p.site == "param_grad" for p in probes):
+                for name, param in module.named_parameters(recurse=False):
+                    if param.requires_grad:
+                        self._handles.append(param.register_post_accumulate_grad_hook(
+                            self._param_grad_hook(module_index, name)))
+            if any(p.site == "param_update" for p in probes):
+                self._snapshot(module_index, module)
+
+    def _param_grad_hook(self, module_index: int, name: str) -> Any:
+        def hook(param: torch.Tensor) -> None:
+            try:
+                call_index = self._counts.get(module_index, 1) - 1
+                for probe in self._probes(module_index, call_index, "param_grad"):
+                    seen = self._seen(module_index, call_index, "param_grad", name)
+                    self.store.add(probe, seen, param.grad)
+            except Exception as exc:
+                self.failure = self.failure or exc
+        return hook
+
+    def _snapshot(self, module_index: int, module: nn.Module) -> None:
+        for name, param in module.named_parameters(recurse=False):
+            self._previous[(self.table.qualnames[module_index], name)] = param.detach().clone()
+
+    def next_step(self) -> None:
+        """Record parameter updates since the last step, then start a new step."""
+        for module_index, probes in self.by_module.items():
+            module = self.table.modules[module_index]
+            qualname = self.table.qualnames[module_index]
+            for probe in self._probes(module_index, 0, "param_update"):
+                for name, param in module.named_parameters(recurse=False):
+                    update = param.detach() - self._previous[(qualname, name)]
+                    self.store.add(probe, self._seen(module_index, 0, "param_update", name), update)
+            if any(p.site == "param_update" for p in probes):
+                self._snapshot(module_index, module)
+        self.step += 1
+        self._counts.clear()
+
+    def next_epoch(self) -> None:
+        self.epoch += 1
+
+    def detach(self) -> None:
+        while self._handles:
+            self._handles.pop().remove()

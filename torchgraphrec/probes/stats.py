@@ -1,0 +1,128 @@
+"""Statistics a probe keeps of each tensor it sees: named ones, ``full`` copies, or callables.
+
+Each statistic maps a tensor to a tensor (a 0-d one for scalars) and never changes its input.
+Integer and bool tensors are read as floats.
+
+>>> import torch
+>>> x = torch.tensor([[3.0, -4.0], [0.0, 0.0]])
+>>> float(rms(x)), float(l2(x)), float(absmax(x)), float(nonzero(x)), float(dead(x))
+(2.5, 5.0, 4.0, 0.5, 0.75)
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Hashable, Sequence, Union
+
+import torch
+
+__all__ = ["STATS", "Stat", "Keeper", "Cosine", "keepers", "full", "mean", "std", "min", "max",
+           "absmax", "l2", "rms", "nonzero", "dead", "hist"]
+
+Stat = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _float(tensor: torch.Tensor) -> torch.Tensor:
+    tensor = tensor.detach()
+    return tensor if tensor.is_floating_point() or tensor.is_complex() else tensor.float()
+
+
+def full(tensor: torch.Tensor) -> torch.Tensor:
+    """The whole tensor: a detached copy on the CPU (the autograd graph is not kept)."""
+    return tensor.detach().to("cpu", copy=True)
+
+
+def mean(tensor: torch.Tensor) -> torch.Tensor:
+    return _float(tensor).mean()
+
+
+def std(tensor: torch.Tensor) -> torch.Tensor:
+    values = _float(tensor)
+    return values.std() if values.numel() > 1 else values.new_tensor(float("nan"))
+
+
+def min(tensor: torch.Tensor) -> torch.Tensor:  # noqa: A001 - the statistic's own name
+    return _float(tensor).min()
+
+
+def max(tensor: torch.Tensor) -> torch.Tensor:  # noqa: A001
+    return _float(tensor).max()
+
+
+def absmax(tensor: torch.Tensor) -> torch.Tensor:
+    return _float(tensor).abs().max()
+
+
+def l2(tensor: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.vector_norm(_float(tensor))
+
+
+def rms(tensor: torch.Tensor) -> torch.Tensor:
+    return _float(tensor).pow(2).mean().sqrt()
+
+
+def nonzero(tensor: torch.Tensor) -> torch.Tensor:
+    """The fraction of elements that are not zero (monitorch's activation rate)."""
+    return (_float(tensor) != 0).float().mean()
+
+
+def dead(tensor: torch.Tensor) -> torch.Tensor:
+    """The fraction of elements at or below zero (dead ReLU units)."""
+    return (_float(tensor) <= 0).float().mean()
+
+
+def hist(tensor: torch.Tensor, bins: int = 16) -> torch.Tensor:
+    """Counts in ``bins`` equal bins between the tensor's min and max."""
+    return torch.histc(_float(tensor).cpu(), bins=bins)
+
+
+STATS: dict[str, Stat] = {
+    "full": full, "mean": mean, "std": std, "min": min, "max": max, "absmax": absmax,
+    "l2": l2, "rms": rms, "nonzero": nonzero, "dead": dead, "hist": hist,
+}
+
+
+class Keeper:
+    """One statistic as a probe applies it: ``keeper(key, tensor)``; ``key`` names the
+    record (module, call, site, path) for statistics that remember."""
+
+    def __init__(self, name: str, function: Stat) -> None:
+        self.name, self.function = name, function
+
+    def __call__(self, key: Hashable, tensor: torch.Tensor) -> torch.Tensor:
+        return self.function(tensor)
+
+
+class Cosine(Keeper):
+    """The cosine between a value and the one the same record had before (monitorch's
+    correlation of consecutive gradients); ``nan`` the first time or when shapes differ."""
+
+    def __init__(self) -> None:
+        super().__init__("cosine", _float)
+        self.previous: dict[Hashable, torch.Tensor] = {}
+
+    def __call__(self, key: Hashable, tensor: torch.Tensor) -> torch.Tensor:
+        current = _float(tensor).flatten().clone()
+        before = self.previous.get(key)
+        self.previous[key] = current
+        if before is None or before.shape != current.shape:
+            return current.new_tensor(float("nan"))
+        return torch.nn.functional.cosine_similarity(before, current, dim=0)
+
+
+def keepers(keep: Union[str, Stat, Sequence[Union[str, Stat]]]) -> list[Keeper]:
+    """The keepers for a probe's ``keep``: a name, a callable, or a list of them."""
+    items = [keep] if isinstance(keep, str) or callable(keep) else list(keep)
+    if not items:
+        raise ValueError("keep must name at least one statistic")
+    found = []
+    for item in items:
+        if callable(item):
+            found.append(Keeper(getattr(item, "__name__", "custom"), item))
+        elif item == "cosine":
+            found.append(Cosine())
+        elif item in STATS:
+            found.append(Keeper(item, STATS[item]))
+        else:
+            raise ValueError(f"unknown statistic: {item!r} (must be a callable or one of "
+                             f"{sorted([*STATS, 'cosine'])})")
+    return found
