@@ -113,8 +113,11 @@ def collapse(graph: nx.DiGraph, depth: int) -> nx.DiGraph:
     """A new graph with every node deeper than ``depth`` folded into its ancestor layer.
 
     Edges are lifted to the nodes that stay; edges that would become self-loops are dropped
-    and parallel ones merged, keeping the first one's attributes and a ``count``. A layer
-    that swallowed nodes gets ``collapsed`` (how many). The result follows the same schema.
+    and parallel ones merged, keeping the first one's attributes and a ``count``. Edges from
+    a parameter folded away are dropped too: a parameter is not data flowing between calls
+    (it hangs under its module's first call, and lifting its edges would invent a flow to
+    the later calls). A layer that swallowed nodes gets ``collapsed`` (how many). The result
+    follows the same schema.
 
     >>> g = nx.DiGraph(schema_version=SCHEMA_VERSION, model="M", torch_version="2.13.0")
     >>> base = dict(label="", seq=0, t_start_ns=0, t_end_ns=0, num_params=0, call_index=0,
@@ -140,6 +143,8 @@ def collapse(graph: nx.DiGraph, depth: int) -> nx.DiGraph:
         result.nodes[keeper]["collapsed"] = count
     edges = sorted(graph.edges(data=True), key=lambda edge: edge[2]["seq"])
     for source, target, attrs in edges:
+        if source not in result and graph.nodes[source]["kind"] == NodeKind.PARAM.value:
+            continue
         source = _representative(graph, source, depth, memo)
         target = _representative(graph, target, depth, memo)
         if source == target:

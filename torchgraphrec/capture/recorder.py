@@ -17,6 +17,7 @@ from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.capture.session import finish_session
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.errors import CaptureError
+from torchgraphrec.probes.annotate import annotate
 from torchgraphrec.probes.engine import ProbeEngine
 from torchgraphrec.probes.probe import Probe
 from torchgraphrec.probes.store import Store
@@ -151,12 +152,13 @@ class Recorder:
         """What has been recorded so far, as a :class:`~torchgraphrec.Recording`."""
         from torchgraphrec.recording import Recording
 
-        stamp = self._events.seq + self._clock.count
+        stamp = self._events.seq + self._clock.count + len(self.store.rows)
         if self._recording is None or self._built_at != stamp:
             table = self._table or ModuleTable(self.model)
             with gc_paused():  # the collector's passes cost more than the build itself
                 graph = build_graph(self._events, table)
                 self._clock.annotate(graph, self._events.t0)
+                annotate(graph, self.store)
             self._recording = Recording(graph)
             self._built_at = stamp
         return self._recording

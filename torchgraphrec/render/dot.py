@@ -11,6 +11,7 @@ from graphviz.quoting import attr_list, quote
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.render import labels
 from torchgraphrec.render.options import RenderOptions
+from torchgraphrec.render.theme import SCALE, is_logarithmic, scale_color
 from torchgraphrec.render.view import View, build_view
 
 __all__ = ["to_dot", "to_digraph", "to_pydot"]
@@ -73,6 +74,9 @@ class _DotWriter:
             name=labels.escape(self.view.source.graph.get("model", "model")),
             graph_attr={**theme.graph, "rankdir": self.options.rankdir, "compound": "true"},
             node_attr=dict(theme.node), edge_attr=dict(theme.edge))
+        self.scale = self._value_range()
+        if self.scale is not None:
+            root.body.append(self._legend_line(*self.scale))
         bodies: dict[str | None, list[str]] = {None: root.body}
         for cluster in list(self.view.groups) + self.view.clusters:
             bodies[cluster] = []
@@ -82,6 +86,32 @@ class _DotWriter:
         root.body += [self._edge_line(source, target, count)
                       for (source, target), count in self.view.edges.items()]
         return root
+
+    def _value_range(self) -> tuple[float, float] | None:
+        name = self.options.color_by
+        if name is None:
+            return None
+        graph = self.view.folded
+        found = [graph.nodes[n][name] for n in [*self.view.nodes, *self.view.clusters]
+                 if isinstance(graph.nodes[n].get(name), float)]
+        return (min(found), max(found)) if found else None
+
+    def _colored(self, node: str) -> str:
+        """Extra attributes painting ``node`` by its ``color_by`` value, or ``""``."""
+        value = self.view.folded.nodes[node].get(self.options.color_by) if self.scale else None
+        if not isinstance(value, float):
+            return ""
+        fill, text = scale_color(value, *self.scale)
+        return f' fillcolor="{fill}" fontcolor="{text}" style="rounded,filled"'
+
+    def _legend_line(self, low: float, high: float) -> str:
+        cells = "".join(f'<TD BGCOLOR="{color}" WIDTH="16" HEIGHT="12"></TD>' for color in SCALE)
+        title = labels.html_text(self.options.color_by or "") + (
+            " (log scale)" if is_logarithmic(low, high) else "")
+        table = (f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0"><TR><TD COLSPAN="10">'
+                 f'{title}</TD></TR><TR>{cells}</TR><TR><TD COLSPAN="5" ALIGN="LEFT">{low:.3g}'
+                 f'</TD><TD COLSPAN="5" ALIGN="RIGHT">{high:.3g}</TD></TR></TABLE>>')
+        return f'\tlegend [label={table} shape=plain class="tgr-legend" id="legend"]\n'
 
     def _nest(self, bodies: dict[str | None, list[str]]) -> None:
         """Close each cluster into its parent's body, innermost first, indenting as it goes."""
@@ -109,7 +139,10 @@ class _DotWriter:
         attrs = self.view.folded.nodes[cluster]
         title = labels.layer_title(attrs)
         repeats = self.view.repeats.get(cluster, 1)
-        return _attrs({**self.theme.cluster,
+        value = attrs.get(self.options.color_by) if self.scale else None
+        outline = {"color": scale_color(value, *self.scale)[0], "penwidth": "3"} \
+            if isinstance(value, float) else {}
+        return _attrs({**self.theme.cluster, **outline,
                        "label": labels.join(f"{title}  × {repeats}" if repeats > 1 else title),
                        "id": labels.xml_id("c", cluster),
                        "class": f"tgr-cluster tgr-{labels.css_class(attrs['type'])}"})
@@ -122,7 +155,8 @@ class _DotWriter:
             "input", "output") else kind
         # ids from labels.xml_id hold no quote or backslash, so they are quoted as they are
         return (f"\t{name} [label={quote(self._label(node, attrs, kind))} "
-                f"class=\"tgr-{kind}\" id=\"{labels.xml_id('n', node)}\" {self.styles[style]}]\n")
+                f"class=\"tgr-{kind}\" id=\"{labels.xml_id('n', node)}\" {self.styles[style]}"
+                f"{self._colored(node)}]\n")
 
     def _label(self, node: str, attrs: dict, kind: str) -> Any:
         show = self.options.show_shapes

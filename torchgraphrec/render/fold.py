@@ -58,13 +58,15 @@ def signatures(children: Mapping[Any, Sequence[Any]], kind_of: Mapping[Any, str]
 
     ``order`` lists the layers deepest first, so children are signed before their parents;
     a signature covers the type (``label_of``), the child layers' signatures and the kinds
-    and labels of the other children, in order.
+    and labels of the other children, in order. Parameters do not count: they hang under
+    their module's first call only.
     """
     interned: dict[tuple, int] = {}
     signed: dict[Any, int] = {}
     for layer in order:
         inner = tuple(signed[child] if kind_of[child] == "layer"
-                      else (kind_of[child], label_of[child]) for child in children.get(layer, ()))
+                      else (kind_of[child], label_of[child]) for child in children.get(layer, ())
+                      if kind_of[child] != "param")
         key = (label_of[layer], inner)
         signed[layer] = interned.setdefault(key, len(interned))
     return signed

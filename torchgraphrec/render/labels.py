@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any, Mapping, Sequence
 
 import graphviz
 
 __all__ = ["escape", "join", "shape_text", "count_text", "layer_title", "box_label",
-           "tensor_label", "param_label", "op_label", "xml_id", "css_class"]
+           "tensor_label", "param_label", "op_label", "xml_id", "css_class", "html_text"]
 
 
 def escape(text: Any) -> str:
@@ -30,6 +31,15 @@ def join(*lines: str) -> graphviz.nohtml:
     '<lambda>\\na&b'
     """
     return graphviz.nohtml("\\n".join(escape(line) for line in lines if line != ""))
+
+
+def html_text(text: Any) -> str:
+    """``text`` made safe inside a Graphviz HTML-like label.
+
+    >>> html_text('a<b & "c"')
+    'a&lt;b &amp; &quot;c&quot;'
+    """
+    return html.escape(str(text), quote=True)
 
 
 def shape_text(shape: Sequence[int]) -> str:

@@ -33,6 +33,9 @@ class RenderOptions:
         theme: ``default`` or ``paper`` (greyscale, serif, print-safe).
         show_shapes: write tensor shapes into labels.
         engine: ``auto``, ``graphviz-pure`` or ``dot`` (or a path to a ``dot``-like binary).
+        color_by: a numeric node attribute, such as a probe statistic ``"grad_output.rms"``:
+            boxes and parameters are filled, and clusters outlined, on a colour scale from
+            the smallest to the largest drawn value, with a legend.
 
     >>> RenderOptions(rankdir="XY")
     Traceback (most recent call last):
@@ -48,6 +51,7 @@ class RenderOptions:
     theme: str = "default"
     show_shapes: bool = True
     engine: str = "auto"
+    color_by: Optional[str] = None
 
     def __post_init__(self) -> None:
         depth = self.depth
@@ -60,6 +64,8 @@ class RenderOptions:
                 raise TypeError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         _one_of("rankdir", self.rankdir, RANKDIRS)
         _one_of("theme", self.theme, tuple(THEMES))
+        if self.color_by is not None and (not isinstance(self.color_by, str) or not self.color_by):
+            raise TypeError(f"color_by must be an attribute name or None, got {self.color_by!r}")
         if not isinstance(self.engine, str) or not self.engine:
             raise ValueError(f"engine must be one of {list(ENGINES)} or a path, got {self.engine!r}")
 

@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
-__all__ = ["Theme", "THEMES"]
+__all__ = ["Theme", "THEMES", "SCALE", "scale_color", "is_logarithmic"]
+
+#: viridis in ten steps: perceptually even, colour-blind safe, readable in greyscale.
+SCALE = ("#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779",
+         "#6ece58", "#b5de2b", "#fde725")
+
+
+def is_logarithmic(low: float, high: float) -> bool:
+    """Whether values from ``low`` to ``high`` are shown on a log scale: all positive and
+    spanning at least two decades, as gradient magnitudes do."""
+    return low > 0 and high >= 100 * low
+
+
+def scale_color(value: float, low: float, high: float) -> tuple[str, str]:
+    """The fill for ``value`` on :data:`SCALE` between ``low`` and ``high`` (on a log scale
+    where :func:`is_logarithmic`), and a text colour that reads on it.
+
+    >>> scale_color(0.0, 0.0, 1.0), scale_color(1.0, 0.0, 1.0)
+    (('#440154', '#ffffff'), ('#fde725', '#000000'))
+    >>> scale_color(0.01, 0.001, 1.0)[0] == SCALE[3]
+    True
+    """
+    if is_logarithmic(low, high):
+        value, low, high = math.log10(value), math.log10(low), math.log10(high)
+    share = 0.0 if high <= low else (value - low) / (high - low)
+    step = min(len(SCALE) - 1, max(0, int(share * len(SCALE))))
+    return SCALE[step], "#ffffff" if step < 5 else "#000000"
 
 Attrs = Mapping[str, str]
 

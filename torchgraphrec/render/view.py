@@ -74,6 +74,7 @@ class _ViewBuilder:
             for c in self.children.get(n, ()))}
         self.fold_to: dict[str, str] = {}
         self.repeat_of: dict[str, dict[int, int]] = {}
+        self.dropped: set[str] = set()
 
     def build(self) -> View:
         if self.options.fold_repeats:
@@ -103,11 +104,13 @@ class _ViewBuilder:
     def _fold_label(self, node: str) -> tuple:
         """What must match, besides the children, for two nodes to be repeats."""
         attrs = self.graph.nodes[node]
-        if node not in self.boxes:
-            return (attrs.get("type") or attrs.get("name") or attrs.get("shape"),)
+        if attrs["kind"] != "layer":
+            return (attrs.get("name") or attrs.get("shape"),)
+        # parameters hang under a module's first call only, so a call is told apart by its
+        # parameter count and shapes, which every call of the module shares
         shapes = tuple(self.view.source.nodes[t]["shape"] if t in self.view.source else None
                        for t in attrs["inputs"] + attrs["outputs"])
-        return (attrs["type"], attrs["num_params"], attrs.get("collapsed", 0), shapes)
+        return (attrs["type"], attrs["num_params"], shapes, node in self.boxes)
 
     def _between_calls(self, parent: Optional[str], first: str, last: str) -> bool:
         """Whether ``parent`` itself computed something while the run was going on."""
@@ -121,10 +124,13 @@ class _ViewBuilder:
         return False
 
     def _subtree(self, roots: list[str]) -> list[str]:
+        """The nodes under ``roots`` in order, parameters left out: they hang under their
+        module's first call only, and stay where they are, shared by every repeat."""
         found, stack = [], list(reversed(roots))
         while stack:
             node = stack.pop()
-            found.append(node)
+            if self.kind[node] != "param":
+                found.append(node)
             stack.extend(reversed(self.children.get(node, ())))
         return found
 
@@ -139,6 +145,7 @@ class _ViewBuilder:
             for node, counterpart in zip(nodes, first):
                 self.fold_to[node] = counterpart
                 self.repeat_of.setdefault(node, {})[run_id] = k
+                self._fold_params(node, counterpart)
         block = list(run.repeat(calls, 0))
         if run.period == 1:
             self.view.repeats[block[0]] = run.count
@@ -147,6 +154,17 @@ class _ViewBuilder:
             self.view.groups[group] = run.count
             for call in block:
                 self.view.parent[call] = group
+
+    def _fold_params(self, node: str, counterpart: str) -> None:
+        """Map the parameters under a folded call to those under its counterpart, by
+        position; one without a counterpart is not drawn."""
+        own = [c for c in self.children.get(node, ()) if self.kind[c] == "param"]
+        theirs = [c for c in self.children.get(counterpart, ()) if self.kind[c] == "param"]
+        for index, param in enumerate(own):
+            if index < len(theirs):
+                self.fold_to[param] = theirs[index]
+            else:
+                self.dropped.add(param)
 
     def _canonical(self, node: str) -> str:
         """The node that draws ``node``: its counterpart in the first repeat of every run
@@ -166,6 +184,8 @@ class _ViewBuilder:
 
     def _visible(self, node: str) -> Optional[str]:
         """What ``node`` is drawn as: itself, the box it is in, or ``None`` (bridged)."""
+        if node in self.dropped:
+            return None
         node = self._canonical(node)
         attrs = self.graph.nodes[node]
         kind = self.kind[node]
@@ -202,6 +222,8 @@ class _ViewBuilder:
         for source, target, attrs in edges:
             if self._inside_one_run(source, target):
                 continue  # drawn once, by the run's first repeat
+            if self.kind[source] == "param" and self._visible(source) != source:
+                continue  # a parameter folded into a box is not data flowing out of it
             ends = []
             for node in (source, target):
                 shown = self._visible(node)
