@@ -13,6 +13,7 @@ __all__ = [
     "probe",
     "select",
     "stats",
+    "load",
     "Recording",
     "record",
     "validate",
@@ -35,7 +36,8 @@ def __getattr__(name: str) -> object:
     lazy = {"Recorder": ("torchgraphrec.capture.recorder", "Recorder"),
             "probe": ("torchgraphrec.probes.probe", "probe"),
             "select": ("torchgraphrec.probes.select", None),
-            "stats": ("torchgraphrec.probes.stats", None)}
+            "stats": ("torchgraphrec.probes.stats", None),
+            "load": ("torchgraphrec.probes.persist", "load")}
     if name not in lazy:
         raise AttributeError(f"module 'torchgraphrec' has no attribute {name!r}")
     module_name, attribute = lazy[name]

@@ -47,6 +47,12 @@ class Recording:
 
         return write_atomic(path, to_html(self.graph, **options).encode())
 
+    def summary(self) -> str:
+        """A torchinfo-style table of the module calls (labels, types, shapes, parameters)."""
+        from torchgraphrec.probes.summary import summarize
+
+        return summarize(self.graph)
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         from torchgraphrec.jupyter import mimebundle
 

@@ -53,6 +53,8 @@ class CallTracker:
         self.session_calls: list[int] = []
         self.failure: BaseException | None = None
         self.observer: Any = None  # a ProbeEngine, when the recorder has probes
+        self.first_only = False  # record the graph of the first top-level forward only
+        self.graph_done = False
         self._objects: dict[int, tuple[weakref.ref, int]] = {}
         self._versions: dict[tuple[int, int], int] = {}
         self._numbers = 0
@@ -105,6 +107,9 @@ class CallTracker:
         if module_index is None or self.failure is not None:
             return
         try:
+            if self.graph_done:
+                self._observe_enter(module_index, args)
+                return
             self._enter(module_index, args)
         except Exception as exc:  # a recorder bug must never break the user's forward
             self._fail(exc)
@@ -117,8 +122,10 @@ class CallTracker:
             return
         try:
             # always_call hooks get (module, args, None) when the forward raised
-            return self._leave(module_index, *rest) if len(rest) == 2 else \
-                self._leave(module_index, {}, None)
+            kwargs, output = rest if len(rest) == 2 else ({}, None)
+            if self.graph_done:
+                return self._observe_leave(module_index, kwargs, output)
+            return self._leave(module_index, kwargs, output)
         except Exception as exc:
             self._fail(exc)
             return None
@@ -138,8 +145,7 @@ class CallTracker:
         self.first_call.setdefault(module_index, index)
         self.session_calls.append(index)
         self.breaks.append((seq, index, t))
-        if self.observer is not None and self.observer.watches(module_index):
-            self.observer.on_enter(module_index, args)
+        self._observe_enter(module_index, args)
 
     def _leave(self, module_index: int, kwargs: dict, output: Any) -> Any:
         t, seq = _now(), _peek_sequence_nr()
@@ -156,13 +162,20 @@ class CallTracker:
         else:
             see = self.see
             call.outputs = [see(x, index, t) for x in flatten_tensors(output)]
-        edited = None
-        if self.observer is not None and self.observer.watches(module_index):
-            edited = self.observer.on_leave(module_index, kwargs, output)
+        edited = self._observe_leave(module_index, kwargs, output)
         self.breaks.append((seq, call.parent, t))
         if not stack:
             self._end_session()
         return edited
+
+    def _observe_enter(self, module_index: int, args: tuple) -> None:
+        if self.observer is not None and self.observer.watches(module_index):
+            self.observer.on_enter(module_index, args)
+
+    def _observe_leave(self, module_index: int, kwargs: dict, output: Any) -> Any:
+        if self.observer is not None and self.observer.watches(module_index):
+            return self.observer.on_leave(module_index, kwargs, output)
+        return None
 
     def _note(self, exc: BaseException, index: int) -> None:
         if exc is self._noted or not hasattr(exc, "add_note"):
@@ -189,6 +202,7 @@ class CallTracker:
         finally:
             self.breaks = []
             self.session_calls = []
+            self.graph_done = self.first_only
             self._restore_gc()
 
     def _restore_gc(self) -> None:

@@ -20,7 +20,10 @@ from torchgraphrec.errors import CaptureError
 from torchgraphrec.probes.annotate import annotate
 from torchgraphrec.probes.engine import ProbeEngine
 from torchgraphrec.probes.probe import Probe
-from torchgraphrec.probes.store import Store
+from torchgraphrec.probes.persist import save
+from torchgraphrec.probes.select import labels as select_labels
+from torchgraphrec.probes.store import Store, table_of
+from torchgraphrec.probes.summary import summarize
 
 if TYPE_CHECKING:
     from torchgraphrec.recording import Recording
@@ -58,6 +61,8 @@ class Recorder:
             are read with ``rec[qualname, site]`` and :meth:`frame`.
         memory_limit: bytes of whole tensors probes may keep; past it they keep statistics
             only, with a warning.
+        graph: ``"all"`` records every forward into the graph; ``"first"`` only the first
+            (probes still see every forward), for long training runs.
 
     >>> import torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())
@@ -69,8 +74,12 @@ class Recorder:
     """
 
     def __init__(self, model: nn.Module, *, backward: bool = True,
-                 probes: Sequence[Probe] = (), memory_limit: Optional[int] = None) -> None:
+                 probes: Sequence[Probe] = (), memory_limit: Optional[int] = None,
+                 graph: str = "all") -> None:
         self.model = check_model(model)
+        if graph not in ("all", "first"):
+            raise ValueError(f"unknown graph: {graph!r} (must be one of ['all', 'first'])")
+        self.graph_mode = graph
         self.backward = bool(backward)
         self.probes = tuple(probes)
         if not all(isinstance(p, Probe) for p in self.probes):
@@ -89,6 +98,7 @@ class Recorder:
             raise RuntimeError("this Recorder is already recording; make a new one to nest")
         self._table = ModuleTable(self.model)
         self._tracker = CallTracker(self._table, self._events, self._finish)
+        self._tracker.first_only = self.graph_mode == "first"
         if self.probes:  # selectors are resolved (and may refuse) before any hook is added
             self._engine = self._tracker.observer = ProbeEngine(self._table, self.probes,
                                                                 self.store)
@@ -134,12 +144,24 @@ class Recorder:
         """The scalar records as a tidy pandas DataFrame: epoch, step, module, type,
         call_index, site, path, stat, value. With ``by`` (``"epoch"`` or ``"step"``), the
         values aggregated per module, site, path and statistic, monitorch-style."""
-        from torchgraphrec.probes.store import aggregate
+        return table_of(self.store, by, agg)
 
-        table = self.store.frame()
-        if by is None:
-            return table
-        return aggregate(table, [by] if isinstance(by, str) else list(by), agg)
+    def save(self, folder: Any) -> Any:
+        """Write the probe records and the graph into ``folder``; read them back with
+        :func:`torchgraphrec.load`."""
+        return save(self.store, self.graph, folder)
+
+    def summary(self) -> str:
+        """A torchinfo-style table of the module calls, with scio's ``depth-idx`` labels and
+        what the probes record where."""
+        named = {qualname: label for label, qualname in select_labels(self.model).items()}
+        recording: dict[str, list[str]] = {}
+        for probe in self.probes:
+            chosen = probe.where.resolve(self.model) if probe.where else self.model.named_modules()
+            stats = ", ".join(keeper.name for keeper in probe.keepers)
+            for qualname, _ in chosen:
+                recording.setdefault(qualname, []).append(f"{probe.site}: {stats}")
+        return summarize(self.graph, named, recording)
 
     def _finish(self, tracker: CallTracker) -> None:
         first_op = len(self._events.ops)

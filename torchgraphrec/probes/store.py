@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import torch
 
 from torchgraphrec.probes.probe import Probe
 from torchgraphrec.probes.reduce import Reducer, make_reducer
 
-__all__ = ["Observation", "Store"]
+__all__ = ["Observation", "Store", "table_of", "FRAME_COLUMNS"]
 
 FRAME_COLUMNS = ["epoch", "step", "module", "type", "call_index", "site", "path", "stat", "value"]
 
@@ -110,7 +110,12 @@ def _simplify(entry: dict[tuple[str, str], Any], stats: list[str]) -> Any:
     return {path: by_stat(path) for path in paths}
 
 
-def aggregate(table: Any, by: Sequence[str], agg: Sequence[str]) -> Any:
-    """``table`` grouped by ``by`` plus module, site, path and stat, with ``agg`` of values."""
-    keys = list(by) + ["module", "site", "path", "stat"]
+def table_of(store: Store, by: Optional[Union[str, Sequence[str]]],
+             agg: Sequence[str]) -> Any:
+    """The store's tidy frame, or with ``by`` the values grouped by ``by`` plus module,
+    site, path and stat, with ``agg`` of each group (monitorch's per-epoch aggregation)."""
+    table = store.frame()
+    if by is None:
+        return table
+    keys = ([by] if isinstance(by, str) else list(by)) + ["module", "site", "path", "stat"]
     return table.groupby(keys, sort=True)["value"].agg(list(agg)).reset_index()

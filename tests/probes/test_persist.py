@@ -1,0 +1,66 @@
+"""summary(), save()/load(), and graph="first" for long runs."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+import torch
+
+import torchgraphrec as tgr
+from helpers import fresh, nodes_of
+from torchgraphrec import select as S
+from torchgraphrec.recording import backward_loss
+
+
+@pytest.fixture(scope="module")
+def recorder() -> tgr.Recorder:
+    case = fresh("resnet_like")
+    probes = [tgr.probe("grad_output", where=S.type(torch.nn.Conv2d), keep=["rms", "cosine"]),
+              tgr.probe("output", where=S.name("fc"), keep="full")]
+    with tgr.Recorder(case.model, probes=probes) as rec:
+        for _ in range(2):
+            backward_loss(case.model(*case.args)).backward()
+            rec.step()
+    return rec
+
+
+def test_summary_lists_labels_shapes_params_and_recording(recorder) -> None:
+    text = recorder.summary()
+    lines = text.splitlines()
+    assert lines[0].split() == ["Label", "Module", "Type", "Calls", "Output", "shape", "Params",
+                                "Recording"]
+    stem = next(line for line in lines if line.split()[1:2] == ["stem.0"])
+    assert stem.split()[:6] == ["2-1", "stem.0", "Conv2d", "2", "2×16×16×16", "432"]
+    assert stem.endswith("grad_output: rms, cosine")
+    assert lines[-1] == "76 module calls, 19,322 parameters in ResNetLike"
+    assert "(root)" in tgr.record(*fresh("mlp")).summary()
+
+
+def test_save_and_load_round_trip(recorder, tmp_path) -> None:
+    folder = recorder.save(tmp_path / "run")
+    assert sorted(p.name for p in folder.iterdir()) == ["index.json", "kept.pt"]
+    loaded = tgr.load(folder)
+    assert loaded.frame().equals(recorder.frame())
+    assert nx.utils.graphs_equal(loaded.graph, recorder.graph)
+    for before, after in zip(recorder["fc", "output"], loaded["fc", "output"]):
+        assert torch.equal(before, after)
+    first = loaded["stem.0", "grad_output"][1]
+    assert torch.equal(first["cosine"], recorder["stem.0", "grad_output"][1]["cosine"])
+
+
+def test_load_refuses_other_folders(tmp_path) -> None:
+    (tmp_path / "index.json").write_text('{"format": "something else"}')
+    with pytest.raises(ValueError, match="not saved probe records"):
+        tgr.load(tmp_path)
+
+
+def test_graph_first_records_one_forward_and_probes_them_all() -> None:
+    case = fresh("mlp")
+    probes = [tgr.probe("output", where=S.name("0"))]
+    with tgr.Recorder(case.model, probes=probes, graph="first") as rec:
+        for _ in range(4):
+            case.model(*case.args)
+    assert len(nodes_of(rec.graph, "layer")) == 4  # one forward: root and three modules
+    assert len(rec["0", "output"]) == 4
+    with pytest.raises(ValueError, match="unknown graph: 'some'"):
+        tgr.Recorder(case.model, graph="some")

@@ -1,0 +1,80 @@
+"""Saving probe records to a folder and loading them back: a JSON index, kept tensors by torch.save."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+import networkx as nx
+import torch
+
+from torchgraphrec.graph import from_json, to_json
+from torchgraphrec.probes.reduce import Reducer
+from torchgraphrec.probes.store import FRAME_COLUMNS, Observation, Store, table_of
+from torchgraphrec.render.write import write_atomic
+
+__all__ = ["save", "load", "Records"]
+
+_FORMAT = "torchgraphrec.probes"
+_SEP = "\x1f"
+
+
+class _Kept(Reducer):
+    """A reducer whose result was saved."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__()
+        self.value = value
+
+    def result(self) -> Any:
+        return self.value
+
+
+class Records:
+    """Probe records loaded from disk: the same :meth:`frame` and ``[qualname, site]`` as a
+    :class:`~torchgraphrec.Recorder`, and its graph."""
+
+    def __init__(self, graph: nx.DiGraph, store: Store) -> None:
+        self.graph, self.store = graph, store
+
+    def __getitem__(self, key: tuple[str, str]) -> Any:
+        return self.store.get(*key)
+
+    def frame(self, by: Optional[Union[str, Sequence[str]]] = None,
+              agg: Sequence[str] = ("mean", "std", "min", "max")) -> Any:
+        return table_of(self.store, by, agg)
+
+
+def save(store: Store, graph: nx.DiGraph, folder: Union[str, Path]) -> Path:
+    """Write ``index.json`` (rows and the recording's graph) and ``kept.pt`` into ``folder``."""
+    target = Path(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    kept = {f"{module}{_SEP}{site}": {f"{path}{_SEP}{stat}": reducer.result()
+                                       for (path, stat), reducer in slots.items()}
+            for (module, site), slots in store.reducers.items()}
+    rows = [[*vars(seen).values(), stat, float(value)] for seen, stat, value in store.rows]
+    index = {"format": _FORMAT, "version": 1, "columns": FRAME_COLUMNS, "rows": rows,
+             "graph": json.loads(to_json(graph))}
+    buffer = __import__("io").BytesIO()
+    torch.save(kept, buffer)
+    write_atomic(target / "kept.pt", buffer.getvalue())
+    write_atomic(target / "index.json", json.dumps(index).encode())
+    return target
+
+
+def load(folder: Union[str, Path]) -> Records:
+    """The records saved by ``Recorder.save`` (tensors are read with ``weights_only``)."""
+    source = Path(folder)
+    index = json.loads((source / "index.json").read_text(encoding="utf-8"))
+    if index.get("format") != _FORMAT:
+        raise ValueError(f"{source}: not saved probe records (no {_FORMAT!r} index.json)")
+    store = Store()
+    for *fields, stat, value in index["rows"]:
+        store.rows.append((Observation(*fields), stat, torch.tensor(value, dtype=torch.float64)))
+    kept = torch.load(source / "kept.pt", weights_only=True)
+    for key, slots in kept.items():
+        module, site = key.split(_SEP)
+        store.reducers[(module, site)] = {tuple(name.split(_SEP)): _Kept(value)  # type: ignore[misc]
+                                          for name, value in slots.items()}
+    return Records(from_json(json.dumps(index["graph"])), store)
