@@ -153,3 +153,26 @@ def test_report_works_in_a_real_browser(recording, tmp_path: Path) -> None:
         browser.close()
     assert problems == []
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_probe_statistics_show_in_the_side_panel(tmp_path: Path) -> None:
+    playwright = pytest.importorskip("playwright.sync_api")
+    from torchgraphrec import select as S
+    from torchgraphrec.recording import backward_loss
+
+    case = fresh("resnet_like")
+    with tgr.Recorder(case.model, probes=[tgr.probe("grad_output", where=S.leaves())]) as rec:
+        for _ in range(3):
+            backward_loss(case.model(*case.args)).backward()
+            rec.step()
+    path = rec.recording.to_html(tmp_path / "probes.html")
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(path.resolve().as_uri())
+        page.click('#tgr .tgr-view:not([hidden]) [id="c-layer:layers.0.0.conv1#0"] > text')
+        assert "grad_output.rms" in page.text_content("#tgr .tgr-details")
+        assert page.locator("#tgr .tgr-series .tgr-chart").count() == 1
+        assert page.text_content("#tgr .tgr-series").startswith("grad_output.rms over 3 steps")
+        browser.close()

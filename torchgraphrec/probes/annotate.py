@@ -13,21 +13,31 @@ __all__ = ["annotate", "PARAM_SITES"]
 PARAM_SITES = ("param", "param_grad", "param_update")
 
 
+def _mean(items: list[torch.Tensor]) -> float:
+    return float(torch.stack(items).double().nanmean())
+
+
 def annotate(graph: nx.DiGraph, store: Store) -> None:
-    """Add each module's mean scalar statistic to its layer nodes (all its calls), and each
-    parameter's to its param node: ``graph.nodes[n]["grad_output.rms"]``; ``nan`` values
-    (a first cosine) are left out of the mean."""
-    values: dict[tuple[str, str], list[torch.Tensor]] = {}
+    """Add each module's scalar statistics to its layer nodes (all its calls), and each
+    parameter's to its param node: ``graph.nodes[n]["grad_output.rms"]`` is the mean over
+    steps of each step's mean. ``probe_series`` holds the per-step means,
+    ``{name: [[step, mean], ...]}``, for plots; ``nan`` values (a first cosine) are left
+    out of both."""
+    values: dict[tuple[str, str, int], list[torch.Tensor]] = {}
     for seen, stat, value in store.rows:
         target = seen.module
         if seen.site in PARAM_SITES:
             target = f"{seen.module}.{seen.path}" if seen.module else seen.path
-        values.setdefault((target, f"{seen.site}.{stat}"), []).append(value)
-    means: dict[str, dict[str, float]] = {}
-    for (target, name), items in values.items():
-        mean = float(torch.stack(items).double().nanmean())
-        if not math.isnan(mean):
-            means.setdefault(target, {})[name] = mean
+        values.setdefault((target, f"{seen.site}.{stat}", seen.step), []).append(value)
+    series: dict[str, dict[str, list[list[float]]]] = {}
+    for (target, name, step), items in values.items():
+        mean = _mean(items)
+        if not math.isnan(mean):  # a first cosine has no value to plot
+            series.setdefault(target, {}).setdefault(name, []).append([step, mean])
     for _, attrs in graph.nodes(data=True):
-        if attrs["kind"] in ("layer", "param"):
-            attrs.update(means.get(attrs["qualname"], {}))
+        found = series.get(attrs["qualname"]) if attrs["kind"] in ("layer", "param") else None
+        if not found:
+            continue
+        for name, points in found.items():
+            attrs[name] = sum(value for _, value in points) / len(points)
+        attrs["probe_series"] = {name: sorted(points) for name, points in found.items()}

@@ -89,16 +89,44 @@ function tgrReport(root) {
     root.querySelector(".tgr-details-title").textContent = attrs.qualname || attrs.label || node;
     root.querySelector(".tgr-details-hint").hidden = true;
     details.replaceChildren();
-    const rows = Object.entries({ id: node, ...attrs });
+    const rows = Object.entries({ id: node, ...attrs }).filter(([key]) => key !== "probe_series");
     for (const [key, value] of rows) {
       const row = details.insertRow();
       row.insertCell().textContent = key;
       row.insertCell().textContent = typeof value === "object" && value !== null
         ? JSON.stringify(value) : String(value);
     }
+    drawSeries(attrs.probe_series || {});
     const isModule = attrs.kind === "layer";
     collapseButton.hidden = !isModule;
     collapseButton.textContent = collapsed.has(node) ? "Expand" : "Collapse";
+  }
+
+  function drawSeries(series) {
+    const box = root.querySelector(".tgr-series");
+    box.replaceChildren();
+    const ns = svgs[0].namespaceURI;
+    for (const [name, points] of Object.entries(series)) {
+      const values = points.map((p) => p[1]).filter((v) => Number.isFinite(v));
+      if (!values.length) continue;
+      const low = Math.min(...values), high = Math.max(...values);
+      const steps = points.map((p) => p[0]);
+      const first = Math.min(...steps), span = Math.max(1, Math.max(...steps) - first);
+      const width = 260, height = 56;
+      const svg = document.createElementNS(ns, "svg");
+      svg.setAttribute("viewBox", `0 0 ${width} ${height + 14}`);
+      svg.setAttribute("class", "tgr-chart");
+      const line = document.createElementNS(ns, "polyline");
+      line.setAttribute("points", points.filter((p) => Number.isFinite(p[1])).map((p) =>
+        `${((p[0] - first) / span) * width},${height - (high > low ? ((p[1] - low) / (high - low)) * (height - 4) : height / 2)}`).join(" "));
+      svg.appendChild(line);
+      const label = document.createElementNS(ns, "text");
+      label.setAttribute("x", 0);
+      label.setAttribute("y", height + 12);
+      label.textContent = `${name} over ${points.length} step${points.length === 1 ? "" : "s"}: ${low.toPrecision(3)} – ${high.toPrecision(3)}`;
+      svg.appendChild(label);
+      box.appendChild(svg);
+    }
   }
 
   function inside(node, layer) {

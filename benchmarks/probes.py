@@ -1,0 +1,112 @@
+"""Probe overhead on training: ResNet-50-shaped steps with RMS probes on every leaf's output
+and output gradient, against plain steps and monitorch's lenses for the same statistics.
+
+    python benchmarks/probes.py [--steps 10]
+
+A step is zero_grad, forward, loss, backward and an SGD update. The recorder is entered once
+(``graph="first"``: the graph of the first forward, probes on every forward). Target: at
+most 1.5x the plain step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+TARGET = 1.5
+
+
+def _setup() -> tuple[Any, Any, Any]:
+    import torch
+
+    import models
+
+    torch.manual_seed(0)
+    case = models.resnet50_like(64)
+    model = case.model.train()
+    batch = torch.randn(2, 3, 64, 64)
+    return model, batch, torch.optim.SGD(model.parameters(), lr=1e-3)
+
+
+def _steps(model: Any, batch: Any, optimizer: Any, count: int,
+           after_step: Callable[[], None] = lambda: None) -> list[float]:
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        model(batch).logsumexp(dim=1).mean().backward()
+        optimizer.step()
+        after_step()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def torchgraphrec_steps(count: int) -> tuple[float, float]:
+    import torchgraphrec as tgr
+    from torchgraphrec import select as S
+
+    model, batch, optimizer = _setup()
+    _steps(model, batch, optimizer, 2)
+    plain = _steps(model, batch, optimizer, count)
+    probes = [tgr.probe("output", where=S.leaves(), keep="rms"),
+              tgr.probe("grad_output", where=S.leaves(), keep="rms")]
+    with tgr.Recorder(model, probes=probes, backward=False, graph="first") as rec:
+        _steps(model, batch, optimizer, 1, rec.step)
+        probed = _steps(model, batch, optimizer, count, rec.step)
+    plain += _steps(model, batch, optimizer, count)
+    assert len(rec.frame()) > 0
+    return statistics.median(plain), statistics.median(probed)
+
+
+def monitorch_steps(count: int) -> tuple[float, float]:
+    from monitorch.inspector import PyTorchInspector
+    from monitorch.lens import OutputGradientGeometry, OutputNorm
+
+    model, batch, optimizer = _setup()
+    _steps(model, batch, optimizer, 2)
+    plain = _steps(model, batch, optimizer, count)
+    lenses = [OutputNorm(inplace=True, normalize_by_size=True, activation=True),
+              OutputGradientGeometry(inplace=True, normalize_by_size=True,
+                                     compute_correlation=False, skip_activation=False)]
+    inspector = PyTorchInspector(lenses, visualizer="dummy").attach(model)
+    try:
+        probed = _steps(model, batch, optimizer, count)
+    finally:
+        inspector.detach()
+    plain += _steps(model, batch, optimizer, count)
+    return statistics.median(plain), statistics.median(probed)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=10)
+    options = parser.parse_args()
+    import torch
+
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    print(f"{'recorder':16s}{'plain step ms':>15s}{'probed step ms':>16s}{'ratio':>8s}")
+    for name, run in (("torchgraphrec", torchgraphrec_steps), ("monitorch", monitorch_steps)):
+        try:
+            plain, probed = run(options.steps)
+        except ModuleNotFoundError:
+            print(f"{name:16s}{'-':>15s}  (not installed: pip install -e '.[bench]')")
+            continue
+        except Exception as exc:  # a peer's failure is a result
+            print(f"{name:16s}  FAIL:{type(exc).__name__}: {str(exc)[:90]}")
+            continue
+        verdict = f"  (target <= {TARGET}x: {'met' if probed / plain <= TARGET else 'NOT met'})" \
+            if name == "torchgraphrec" else ""
+        print(f"{name:16s}{plain * 1e3:>15.1f}{probed * 1e3:>16.1f}{probed / plain:>7.2f}x{verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
