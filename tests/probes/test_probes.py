@@ -269,3 +269,28 @@ def test_unrecorded_key_names_what_was_recorded() -> None:
         rec["2", "output"]
     assert caught.value.args[0] == ("nothing was recorded for ('2', 'output'); recorded: "
                                     "[\"'0', 'output'\"]")
+
+
+def test_hooks_are_gone_when_the_forward_raises() -> None:
+    from models import Raising
+
+    model = Raising()
+    before = hook_state(model)
+    probes = [tgr.probe(site, keep="rms") for site in ("output", "grad_output", "param_grad",
+                                                      "param_update", "grad_input")]
+    with pytest.raises(ValueError, match="bad input shape"):
+        with tgr.Recorder(model, probes=probes):
+            model(torch.randn(2, 3, requires_grad=True))
+    assert hook_state(model) == before
+    assert all(not p._post_accumulate_grad_hooks for p in model.parameters())
+
+
+def test_full_copies_can_go_to_another_device() -> None:
+    from torchgraphrec import stats
+
+    model = _mlp(False)
+    with tgr.Recorder(model, probes=[tgr.probe("output", where=S.name("0"),
+                                               keep=stats.full_on("meta"))]) as rec:
+        model(torch.randn(2, 4))
+    (kept,) = rec["0", "output"]
+    assert kept.device.type == "meta" and kept.shape == (2, 8)

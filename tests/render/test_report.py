@@ -176,3 +176,16 @@ def test_probe_statistics_show_in_the_side_panel(tmp_path: Path) -> None:
         assert page.locator("#tgr .tgr-series .tgr-chart").count() == 1
         assert page.text_content("#tgr .tgr-series").startswith("grad_output.rms over 3 steps")
         browser.close()
+
+
+def test_notebook_display_never_imports_ipython() -> None:
+    import subprocess
+    import sys
+
+    script = ("import sys, torch, torchgraphrec as tgr; "
+              "r = tgr.record(torch.nn.Linear(2, 2), torch.ones(1, 2)); "
+              "bundle = r._repr_mimebundle_(); "
+              "assert set(bundle) == {'text/plain', 'text/html', 'image/svg+xml'}; "
+              "assert 'IPython' not in sys.modules, 'IPython was imported'")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -15,7 +15,7 @@ from typing import Callable, Hashable, Sequence, Union
 
 import torch
 
-__all__ = ["STATS", "Stat", "Keeper", "Cosine", "keepers", "full", "mean", "std", "min", "max",
+__all__ = ["STATS", "Stat", "Keeper", "Cosine", "keepers", "full", "full_on", "mean", "std", "min", "max",
            "absmax", "l2", "rms", "nonzero", "dead", "hist"]
 
 Stat = Callable[[torch.Tensor], torch.Tensor]
@@ -29,6 +29,14 @@ def _float(tensor: torch.Tensor) -> torch.Tensor:
 def full(tensor: torch.Tensor) -> torch.Tensor:
     """The whole tensor: a detached copy on the CPU (the autograd graph is not kept)."""
     return tensor.detach().to("cpu", copy=True)
+
+
+def full_on(device: Union[str, torch.device]) -> Stat:
+    """Like :func:`full`, but the copies go to ``device`` (``keep=stats.full_on("cuda")``)."""
+    def full(tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.detach().to(device, copy=True)
+
+    return full
 
 
 def mean(tensor: torch.Tensor) -> torch.Tensor:
