@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
-__all__ = ["walk", "op_name", "is_leaf_accumulator", "Timeline"]
+from torchgraphrec.errors import CaptureError
+
+__all__ = ["walk", "op_name", "is_leaf_accumulator", "Timeline", "MAX_CHAIN"]
 
 _SUFFIX = re.compile(r"Backward\d*$")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -32,6 +34,12 @@ def is_leaf_accumulator(node: Any) -> bool:
     return type(node).__name__ == "AccumulateGrad"
 
 
+#: The longest chain of autograd nodes walked. Past about 40,000, once Python has touched
+#: the nodes of one chain, PyTorch's guard against deep recursion when it frees the graph
+#: is tripped and the process crashes (pytorch/pytorch#109948); wide graphs are fine.
+MAX_CHAIN = 25_000
+
+
 def walk(starts: Iterable[Any], low: int, high: int) -> list[tuple[int, Any, tuple]]:
     """Autograd nodes reachable from ``starts`` whose sequence number lies in [low, high).
 
@@ -39,19 +47,30 @@ def walk(starts: Iterable[Any], low: int, high: int) -> list[tuple[int, Any, tup
     after the window and at leaf accumulators (their sequence number is the largest
     possible). Returns ``(sequence_nr, node, next_functions)`` sorted by sequence number,
     the order in which the forward created the nodes.
+
+    Raises:
+        CaptureError: a chain of ops is longer than :data:`MAX_CHAIN`; walking on would
+            make PyTorch crash later, when the model's output is freed.
     """
     found: dict[Any, tuple[int, Any, tuple]] = {}
-    stack = [node for node in starts if node is not None]
+    stack = [(node, 0) for node in starts if node is not None]
     while stack:
-        node = stack.pop()
+        node, depth = stack.pop()
         if node in found:
             continue
         number = node._sequence_nr()
         if not low <= number < high:
             continue
+        if depth > MAX_CHAIN:
+            raise CaptureError(
+                f"this forward chains more than {MAX_CHAIN:,} autograd ops one after another; "
+                "walking them from Python makes PyTorch crash when the graph is freed "
+                "(pytorch/pytorch#109948), so the recording was stopped. Record a shorter "
+                "run, e.g. fewer loop iterations")
         next_functions = node.next_functions
         found[node] = (number, node, next_functions)
-        stack += [next_node for next_node, _ in next_functions if next_node is not None]
+        stack += [(next_node, depth + 1) for next_node, _ in next_functions
+                  if next_node is not None]
     return sorted(found.values(), key=lambda item: item[0])
 
 

@@ -118,6 +118,8 @@ class Recorder:
             record.grad_fn = None
         self._tracker = None
         failure = tracker.failure or (self._engine.failure if self._engine else None)
+        if isinstance(failure, CaptureError) and exc is None:
+            raise failure
         if failure is not None and exc is None:
             raise CaptureError(f"the recorder failed: {failure!r}") from failure
 
