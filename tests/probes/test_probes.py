@@ -294,3 +294,17 @@ def test_full_copies_can_go_to_another_device() -> None:
         model(torch.randn(2, 4))
     (kept,) = rec["0", "output"]
     assert kept.device.type == "meta" and kept.shape == (2, 8)
+
+
+def test_reduced_probes_and_steps_keep_memory_bounded() -> None:
+    model = _mlp(False)
+    probes = [tgr.probe("output", where=S.name("0"), keep="rms", reduce="running"),
+              tgr.probe("grad_output", where=S.name("2"), keep="rms", reduce="last")]
+    with tgr.Recorder(model, probes=probes, graph="first") as rec:
+        for _ in range(20):
+            backward_loss(model(torch.randn(2, 4))).backward()
+            rec.step()
+        engine = rec._engine
+        assert engine._tensor_handles == []  # released at every step
+    assert rec.frame().empty and rec.store.rows == []
+    assert rec["0", "output"]["count"] == 20

@@ -38,6 +38,7 @@ class ProbeEngine:
         self._counts: dict[int, int] = {}
         self._open: list[int] = []
         self._handles: list[Any] = []
+        self._tensor_handles: list[Any] = []  # this step's gradient hooks
         self._previous: dict[tuple[str, str], torch.Tensor] = {}
         self._attach_param_hooks()
 
@@ -97,7 +98,7 @@ class ProbeEngine:
         for path, tensor in tensors:
             if tensor.requires_grad:
                 seen = self._seen(module_index, call_index, site, path)
-                self._handles.append(tensor.register_hook(self._grad_hook(probes, seen)))
+                self._tensor_handles.append(tensor.register_hook(self._grad_hook(probes, seen)))
 
     def _grad_hook(self, probes: list[Probe], seen: Observation) -> Any:
         def hook(grad: torch.Tensor) -> None:
@@ -147,10 +148,16 @@ class ProbeEngine:
                 self._snapshot(module_index, module)
         self.step += 1
         self._counts.clear()
+        self._release_tensor_hooks()  # their backward is done; keep memory flat over a run
 
     def next_epoch(self) -> None:
         self.epoch += 1
 
+    def _release_tensor_hooks(self) -> None:
+        while self._tensor_handles:
+            self._tensor_handles.pop().remove()
+
     def detach(self) -> None:
+        self._release_tensor_hooks()
         while self._handles:
             self._handles.pop().remove()

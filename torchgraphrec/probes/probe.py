@@ -60,8 +60,10 @@ def probe(site: str, *, where: Optional[Selector] = None,
         where: a :mod:`~torchgraphrec.select` selector (``None``: every module).
         keep: a statistic's name (``"full"`` keeps a detached CPU copy), a callable, or a
             list of them (see :mod:`~torchgraphrec.probes.stats`).
-        reduce: ``"all"`` (one entry per call), ``"last"``, ``"sum"``, ``"running"`` (mean,
-            var, min and max), or a function of two arguments folding the entries.
+        reduce: ``"all"`` (one entry per call, and a row per scalar in ``frame()``),
+            ``"last"``, ``"sum"``, ``"running"`` (mean, var, min and max), or a function of
+            two arguments folding the entries; reduced probes keep constant memory and are
+            read with ``rec[qualname, site]``.
         when: a predicate over a :class:`Context`; the probe records only where it is true.
         edit: only for ``output``: a function returning a replacement for the output
             (scio's ``activation_postproc``), applied after the output is recorded.

@@ -43,7 +43,7 @@ class Store:
         """Apply each of ``probe``'s statistics to ``tensor`` and keep the results."""
         for keeper in probe.keepers:
             value = keeper((seen.module, seen.site, seen.path, keeper.name), tensor)
-            if value.dim() == 0:
+            if value.dim() == 0 and probe.reduce == "all":  # a reduction is a memory choice
                 self.rows.append((seen, keeper.name, value.detach()))
             elif not self._room_for(value):
                 continue
