@@ -114,3 +114,15 @@ def test_every_colour_is_six_digit_hex(recording) -> None:
     for theme in render_options.THEMES:
         dot = recording.to_dot(theme=theme)
         assert not re.search(r'"#[0-9a-fA-F]{3}"', dot)
+
+
+def test_written_files_get_ordinary_permissions(recording, tmp_path) -> None:
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    try:
+        path = recording.render(tmp_path / "model.svg")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644

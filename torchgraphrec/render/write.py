@@ -57,6 +57,12 @@ FORMATS: dict[str, Callable[[nx.DiGraph, RenderOptions], bytes]] = {
 }
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file in the same folder, so that a
     failure never leaves a partial file under the final name."""
@@ -65,6 +71,7 @@ def write_atomic(path: PathLike, data: bytes) -> Path:
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp's 0600 is not what users expect
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
