@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from torchgraphrec.demo import Block as BasicBlock  # the demo's residual block, shared
+
 __all__ = ["Case", "ZOO", "make", "mlp", "deep_mlp", "resnet_like", "resnet50_like", "gpt2",
            "ChainOps", "Raising"]
 
@@ -31,21 +33,6 @@ def deep_mlp(layers: int = 200, width: int = 64) -> Case:
     for _ in range(layers):
         blocks += [nn.Linear(width, width), nn.ReLU()]
     return Case(nn.Sequential(*blocks), (torch.randn(8, width),), {})
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(channels)
-        self.relu = nn.ReLU(inplace=True)
-        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(channels)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return self.relu(out + x)
 
 
 class Bottleneck(nn.Module):

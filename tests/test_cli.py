@@ -112,3 +112,16 @@ def test_python_dash_m_runs_the_cli() -> None:
     done = subprocess.run([sys.executable, "-m", "torchgraphrec", "--help"], capture_output=True,
                           text=True)
     assert done.returncode == 0 and "render" in done.stdout and "doctor" in done.stdout
+
+
+def test_the_commands_shown_in_the_docs_run(tmp_path: Path, monkeypatch, capsys) -> None:
+    import shlex
+
+    page = (Path(__file__).parent.parent / "docs" / "cli.rst").read_text(encoding="utf-8")
+    commands = [line.strip()[2:] for line in page.splitlines()
+                if line.strip().startswith("$ torchgraphrec ")]
+    assert len(commands) == 5
+    monkeypatch.chdir(tmp_path)
+    for command in commands:
+        assert main(shlex.split(command)[1:]) == 0, command
+    assert {"model.svg", "demo.html", "net.dot"} <= {p.name for p in tmp_path.iterdir()}

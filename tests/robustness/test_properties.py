@@ -7,7 +7,7 @@ from typing import Any
 
 import networkx as nx
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
@@ -89,6 +89,9 @@ def _grads(model: nn.Module) -> dict[str, torch.Tensor]:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program=programs(), seed=st.integers(0, 2**16), needs_grad=st.booleans())
+@example(program=[("relu_",)], seed=0, needs_grad=False)  # found by hypothesis: no grad at all
+@example(program=[("shared",), ("nest", [("shared",), ("relu_",)]), ("shared",)], seed=1,
+         needs_grad=True)  # one module reused at two depths
 def test_random_programs_keep_every_promise(program: list, seed: int, needs_grad: bool) -> None:
     torch.manual_seed(seed)
     model = Program(program)

@@ -100,11 +100,16 @@ class CallTracker:
             events.tensors.append(TensorRecord(key[0], key[1], tensor, parent, events.seq, t))
         return index
 
+    def _watched(self, module: torch.nn.Module) -> int | None:
+        """The module's index if this call is one to record: one of the model's modules, on
+        the recording thread, outside a backward pass, with the recorder still healthy."""
+        if self._thread != _thread_id() or _graph_task_id() >= 0 or self.failure is not None:
+            return None
+        return self._index_of.get(id(module))
+
     def _pre_hook(self, module: torch.nn.Module, args: tuple) -> None:
-        if self._thread != _thread_id() or _graph_task_id() >= 0:
-            return
-        module_index = self._index_of.get(id(module))
-        if module_index is None or self.failure is not None:
+        module_index = self._watched(module)
+        if module_index is None:
             return
         try:
             if self.graph_done:
@@ -115,11 +120,9 @@ class CallTracker:
             self._fail(exc)
 
     def _post_hook(self, module: torch.nn.Module, args: tuple, *rest: Any) -> Any:
-        if self._thread != _thread_id() or _graph_task_id() >= 0:
-            return
-        module_index = self._index_of.get(id(module))
-        if module_index is None or self.failure is not None:
-            return
+        module_index = self._watched(module)
+        if module_index is None:
+            return None
         try:
             # always_call hooks get (module, args, None) when the forward raised
             kwargs, output = rest if len(rest) == 2 else ({}, None)
