@@ -192,3 +192,14 @@ def test_hostile_module_and_type_names_render() -> None:
     for name in names:
         assert name.strip("\\") in texts.replace("\\\\", "\\")
     assert re.search(r'id="c-layer:_3c_lambda_3e_#0"', dot)
+
+
+def test_to_pydot_keeps_the_clusters(recordings: dict) -> None:
+    from torchgraphrec.render import to_pydot
+
+    dot = to_pydot(recordings["mlp"].graph)
+    root = dot.get_subgraphs()
+    assert [s.get_name() for s in root] == ["cluster_0"]
+    assert sorted(s.get_name() for s in root[0].get_subgraphs()) == ["cluster_1", "cluster_2",
+                                                                     "cluster_3"]
+    assert dot.get_name() == "Sequential"

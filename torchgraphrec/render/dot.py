@@ -46,9 +46,14 @@ def to_dot(graph: nx.DiGraph, **options: Any) -> str:
 
 def to_pydot(graph: nx.DiGraph, **options: Any) -> Any:
     """The drawing as a ``pydot.Dot`` (clusters included), for pydot users."""
+    import warnings
+
     import pydot
 
-    (dot,) = pydot.graph_from_dot_data(to_dot(graph, **options))
+    text = to_dot(graph, **options)
+    with warnings.catch_warnings():  # pydot's parser uses pyparsing names it deprecated
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module="pydot")
+        (dot,) = pydot.graph_from_dot_data(text)
     return dot
 
 
