@@ -40,12 +40,14 @@ def load_factory(target: str) -> Callable[[], Any]:
         path = Path(module_name)
         if not path.is_file():
             raise ValueError(f"no such file: {module_name!r}")
-        spec = importlib.util.spec_from_file_location(path.stem, path)
+        name = f"_torchgraphrec_target_{path.stem}"  # never shadows an imported module
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[path.stem] = module
+        sys.modules[name] = module
         spec.loader.exec_module(module)  # type: ignore[union-attr]
     else:
-        sys.path.insert(0, ".")
+        if "" not in sys.path and "." not in sys.path:
+            sys.path.insert(0, ".")  # pkg.module targets in the working folder, as python -m does
         module = importlib.import_module(module_name)
     try:
         return getattr(module, attribute)

@@ -49,7 +49,7 @@ class Recording:
 
     def summary(self) -> str:
         """A torchinfo-style table of the module calls (labels, types, shapes, parameters)."""
-        from torchgraphrec.probes.summary import summarize
+        from torchgraphrec.summary import summarize
 
         return summarize(self.graph)
 

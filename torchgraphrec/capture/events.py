@@ -84,4 +84,4 @@ class Events:
     def next_seq(self) -> int:
         """Hand out the next observation number."""
         self.seq += 1
-        return self.seq - 1
+        return self.seq

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import gc
+import contextlib
 import sys
 import threading
 import time
@@ -15,6 +15,7 @@ from torch.nn.modules import module as torch_module
 from torchgraphrec.capture.events import CallRecord, Events, TensorRecord
 from torchgraphrec.capture.structures import flatten_tensors
 from torchgraphrec.capture.tables import ModuleTable
+from torchgraphrec.gcpause import gc_paused
 
 __all__ = ["CallTracker"]
 
@@ -61,7 +62,7 @@ class CallTracker:
         self.first_call: dict[int, int] = {}
         self._handles: list[Any] = []
         self._thread = -1
-        self._gc_was_enabled = False
+        self._gc = contextlib.ExitStack()  # holds gc_paused() from a forward's start to end
         self._noted: BaseException | None = None
 
     def attach(self) -> None:
@@ -96,8 +97,11 @@ class CallTracker:
         if index is None:
             events = self.events
             index = self._versions[key] = len(events.tensors)
-            events.seq += 1
-            events.tensors.append(TensorRecord(key[0], key[1], tensor, parent, events.seq, t))
+            events.tensors.append(TensorRecord(key[0], key[1], tensor, parent, events.next_seq(), t))
+        elif self.events.tensors[index].grad_fn is None and tensor.grad_fn is not None:
+            # seen in an earlier top-level call, whose walk let go of its grad_fn: link again
+            record = self.events.tensors[index]
+            record.grad_fn, record.output_nr = tensor.grad_fn, tensor.output_nr
         return index
 
     def _watched(self, module: torch.nn.Module) -> int | None:
@@ -124,11 +128,13 @@ class CallTracker:
         if module_index is None:
             return None
         try:
-            # always_call hooks get (module, args, None) when the forward raised
-            kwargs, output = rest if len(rest) == 2 else ({}, None)
+            # torch calls an always_call hook as (module, args, None), without the kwargs it
+            # otherwise passes, exactly when the forward raised
+            raised = len(rest) == 1
+            kwargs, output = ({}, None) if raised else rest
             if self.graph_done:
-                return self._observe_leave(module_index, kwargs, output)
-            return self._leave(module_index, kwargs, output)
+                return None if raised else self._observe_leave(module_index, kwargs, output)
+            return self._leave(module_index, kwargs, output, raised)
         except Exception as exc:
             self._fail(exc)
             return None
@@ -141,16 +147,15 @@ class CallTracker:
         parent = stack[-1] if stack else -1
         see = self.see
         inputs = [see(x, parent, t) for x in flatten_tensors(args)]
-        events.seq += 1
         index = len(events.calls)
-        events.calls.append(CallRecord(module_index, parent, events.seq, t, seq, inputs))
+        events.calls.append(CallRecord(module_index, parent, events.next_seq(), t, seq, inputs))
         stack.append(index)
         self.first_call.setdefault(module_index, index)
         self.session_calls.append(index)
         self.breaks.append((seq, index, t))
         self._observe_enter(module_index, args)
 
-    def _leave(self, module_index: int, kwargs: dict, output: Any) -> Any:
+    def _leave(self, module_index: int, kwargs: dict, output: Any, raised: bool) -> Any:
         t, seq = _now(), _peek_sequence_nr()
         stack = self.stack
         if not stack or self.events.calls[stack[-1]].module != module_index:
@@ -160,12 +165,12 @@ class CallTracker:
         call.t_end, call.seq_end = t, seq
         if kwargs:
             call.inputs += [self.see(x, call.parent, call.t_start) for x in flatten_tensors(kwargs)]
-        if output is None and sys.exc_info()[1] is not None:
+        if raised:
             self._note(sys.exc_info()[1], index)
         else:
             see = self.see
             call.outputs = [see(x, index, t) for x in flatten_tensors(output)]
-        edited = self._observe_leave(module_index, kwargs, output)
+        edited = None if raised else self._observe_leave(module_index, kwargs, output)
         self.breaks.append((seq, call.parent, t))
         if not stack:
             self._end_session()
@@ -180,8 +185,8 @@ class CallTracker:
             return self.observer.on_leave(module_index, kwargs, output)
         return None
 
-    def _note(self, exc: BaseException, index: int) -> None:
-        if exc is self._noted or not hasattr(exc, "add_note"):
+    def _note(self, exc: BaseException | None, index: int) -> None:
+        if exc is None or exc is self._noted or not hasattr(exc, "add_note"):
             return
         self._noted = exc
         calls = self.events.calls
@@ -196,8 +201,7 @@ class CallTracker:
     def _begin_session(self) -> None:
         # The collector's passes over the many small records made during capture cost
         # about half a forward on deep models; it is off for the forward only.
-        self._gc_was_enabled = gc.isenabled()
-        gc.disable()
+        self._gc.enter_context(gc_paused())
 
     def _end_session(self) -> None:
         try:
@@ -209,9 +213,7 @@ class CallTracker:
             self._restore_gc()
 
     def _restore_gc(self) -> None:
-        if self._gc_was_enabled:
-            self._gc_was_enabled = False
-            gc.enable()
+        self._gc.close()
 
     def _fail(self, exc: Exception) -> None:
         self.failure = exc

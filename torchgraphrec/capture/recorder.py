@@ -23,7 +23,7 @@ from torchgraphrec.probes.probe import Probe
 from torchgraphrec.probes.persist import save
 from torchgraphrec.probes.select import labels as select_labels
 from torchgraphrec.probes.store import Store, table_of
-from torchgraphrec.probes.summary import summarize
+from torchgraphrec.summary import summarize
 
 if TYPE_CHECKING:
     from torchgraphrec.recording import Recording
@@ -96,13 +96,17 @@ class Recorder:
     def __enter__(self) -> "Recorder":
         if self._tracker is not None:
             raise RuntimeError("this Recorder is already recording; make a new one to nest")
-        self._table = ModuleTable(self.model)
-        self._tracker = CallTracker(self._table, self._events, self._finish)
-        self._tracker.first_only = self.graph_mode == "first"
-        if self.probes:  # selectors are resolved (and may refuse) before any hook is added
-            self._engine = self._tracker.observer = ProbeEngine(self._table, self.probes,
-                                                                self.store)
-        self._tracker.attach()
+        if self._events.calls or self.store.reducers:
+            raise RuntimeError("this Recorder has recorded already (a Recorder records one "
+                               "with-block); make a new Recorder to record again")
+        table = ModuleTable(self.model)
+        # selectors are resolved (and may refuse) before anything is set or attached
+        engine = ProbeEngine(table, self.probes, self.store) if self.probes else None
+        tracker = CallTracker(table, self._events, self._finish)
+        tracker.first_only = self.graph_mode == "first"
+        tracker.observer = engine
+        self._table, self._engine, self._tracker = table, engine, tracker
+        tracker.attach()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -124,8 +128,8 @@ class Recorder:
             raise CaptureError(f"the recorder failed: {failure!r}") from failure
 
     def step(self) -> None:
-        """Mark the end of a training step: probes record parameter updates, and call
-        indices start again from 0."""
+        """Mark the end of a training step: probes record parameter updates, and their
+        call indices start again from 0 (the graph's ``call_index`` keeps counting)."""
         if self._engine is not None:
             self._engine.next_step()
 

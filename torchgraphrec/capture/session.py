@@ -56,8 +56,7 @@ class _SessionBuilder:
     def edge(self, source: str, target: str, t: int, kind: str = "flow") -> None:
         self.has_input.add(target)
         events = self.events
-        events.seq += 1
-        events.edges.append((source, target, {"kind": kind, "seq": events.seq,
+        events.edges.append((source, target, {"kind": kind, "seq": events.next_seq(),
                                               "t_ns": t - events.t0}))
 
     def record_ops(self) -> list[Any]:
@@ -87,8 +86,7 @@ class _SessionBuilder:
         self.op_ids[node] = node_id
         self.op_owner[node_id] = owner
         self.op_time[node_id] = t
-        events.seq += 1
-        events.ops.append((node_id, name, grad_fn, owner, events.seq, t))
+        events.ops.append((node_id, name, grad_fn, owner, events.next_seq(), t))
 
     def _link_op_inputs(self, target: str, next_functions: tuple) -> None:
         t = self.op_time[target]
@@ -119,8 +117,7 @@ class _SessionBuilder:
         if qualname not in params:
             owner_module = self.tracker.table.param_owner[qualname]
             parent = self.tracker.first_call.get(owner_module, self.op_owner[user_op])
-            self.events.seq += 1
-            params[qualname] = ParamRecord(qualname, variable, parent, self.events.seq)
+            params[qualname] = ParamRecord(qualname, variable, parent, self.events.next_seq())
         return f"param:{qualname}"
 
     def mark_roles(self) -> None:

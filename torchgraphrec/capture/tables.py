@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from torch import nn
 
 __all__ = ["ModuleTable"]
@@ -44,20 +43,13 @@ class ModuleTable:
                     self.param_owner[prefix + name] = len(self.modules) - 1
                     self._sizes.append((prefix + name, param))
 
-    def param_name(self, tensor: torch.Tensor) -> str | None:
-        """The qualname of ``tensor`` if it is one of the model's parameters."""
-        return self.param_names.get(id(tensor))
-
     def module_by_qualname(self, qualname: str) -> int | None:
         """The index of the module named ``qualname``, if there is one."""
         return self._by_qualname.get(qualname)
 
-    def num_params(self, index: int) -> int:
-        """How many parameter elements module ``index`` holds, nested ones included."""
-        return self.all_num_params()[index]
-
     def all_num_params(self) -> list[int]:
-        """:meth:`num_params` of every module, by index (computed once)."""
+        """How many parameter elements each module holds, nested ones included, by index
+        (computed once)."""
         if self._num_params is None:
             totals = dict.fromkeys(self.qualnames, 0)
             for qualname, param in self._sizes:

@@ -90,13 +90,16 @@ STATS: dict[str, Stat] = {
 
 
 class Keeper:
-    """One statistic as a probe applies it: ``keeper(key, tensor)``; ``key`` names the
-    record (module, call, site, path) for statistics that remember."""
+    """One statistic as a probe applies it: ``keeper(key, tensor, memory)``. ``key`` names
+    the record (module, call index, site, path, statistic) and ``memory`` is a dict the
+    store keeps for statistics that remember; a keeper holds no state of its own, so one
+    probe can serve several recorders."""
 
     def __init__(self, name: str, function: Stat) -> None:
         self.name, self.function = name, function
 
-    def __call__(self, key: Hashable, tensor: torch.Tensor) -> torch.Tensor:
+    def __call__(self, key: Hashable, tensor: torch.Tensor,
+                 memory: dict[Hashable, torch.Tensor]) -> torch.Tensor:
         return self.function(tensor)
 
 
@@ -106,12 +109,12 @@ class Cosine(Keeper):
 
     def __init__(self) -> None:
         super().__init__("cosine", _float)
-        self.previous: dict[Hashable, torch.Tensor] = {}
 
-    def __call__(self, key: Hashable, tensor: torch.Tensor) -> torch.Tensor:
+    def __call__(self, key: Hashable, tensor: torch.Tensor,
+                 memory: dict[Hashable, torch.Tensor]) -> torch.Tensor:
         current = _float(tensor).flatten().clone()
-        before = self.previous.get(key)
-        self.previous[key] = current
+        before = memory.get(key)
+        memory[key] = current
         if before is None or before.shape != current.shape:
             return current.new_tensor(float("nan"))
         return torch.nn.functional.cosine_similarity(before, current, dim=0)

@@ -38,11 +38,13 @@ class Store:
         self.full = False
         self.reducers: dict[tuple[str, str], dict[tuple[str, str], Reducer]] = {}
         self.rows: list[tuple[Observation, str, torch.Tensor]] = []
+        self.memory: dict[Any, torch.Tensor] = {}  # what remembering statistics remember
 
     def add(self, probe: Probe, seen: Observation, tensor: torch.Tensor) -> None:
         """Apply each of ``probe``'s statistics to ``tensor`` and keep the results."""
         for keeper in probe.keepers:
-            value = keeper((seen.module, seen.site, seen.path, keeper.name), tensor)
+            key = (seen.module, seen.call_index, seen.site, seen.path, keeper.name)
+            value = keeper(key, tensor, self.memory)
             if value.dim() == 0 and probe.reduce == "all":  # a reduction is a memory choice
                 self.rows.append((seen, keeper.name, value.detach()))
             elif not self._room_for(value):

@@ -46,6 +46,7 @@ def summarize(graph: nx.DiGraph, labels: Optional[Mapping[str, str]] = None,
     widths = [max(len(row[i]) for row in [HEADERS, *rows]) for i in range(len(HEADERS))]
     line = lambda row: "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()  # noqa: E731
     rule = "-" * len(line(HEADERS))
-    total = firsts[0][1]["num_params"] if firsts else 0
+    roots = [a for _, a in firsts if a["qualname"] == ""] or [a for _, a in firsts][:1]
+    total = roots[0]["num_params"] if roots else 0
     footer = f"{len(layers)} module calls, {total:,} parameters in {graph.graph.get('model', '?')}"
     return "\n".join([line(HEADERS), rule, *map(line, rows), rule, footer])
