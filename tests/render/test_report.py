@@ -189,3 +189,17 @@ def test_notebook_display_never_imports_ipython() -> None:
               "assert 'IPython' not in sys.modules, 'IPython was imported'")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_show_displays_with_the_given_options(recording) -> None:
+    from unittest import mock
+
+    ipython_display = pytest.importorskip("IPython.display")
+    with mock.patch.object(ipython_display, "display") as shown:
+        recording.show(depth=0, include_tensors=False)
+    (bundle,), options = shown.call_args
+    assert options == {"raw": True}
+    assert set(bundle) == {"text/plain", "text/html", "image/svg+xml"}
+    svg = bundle["image/svg+xml"].replace("&#45;", "-")  # Graphviz escapes '-' in attributes
+    assert 'id="n-layer:#0"' in svg  # depth 0: the root drawn as one box
+    assert "tgr-tensor" not in svg
