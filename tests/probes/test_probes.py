@@ -308,3 +308,28 @@ def test_reduced_probes_and_steps_keep_memory_bounded() -> None:
         assert engine._tensor_handles == []  # released at every step
     assert rec.frame().empty and rec.store.rows == []
     assert rec["0", "output"]["count"] == 20
+
+
+def test_a_caught_error_in_a_probed_forward_leaves_call_indices_right() -> None:
+    class Flaky(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.fail = True
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.lin(x)
+            if self.fail:
+                raise ValueError("once")
+            return y
+
+    model = Flaky()
+    with tgr.Recorder(model, probes=[tgr.probe("output")]) as rec:
+        with pytest.raises(ValueError, match="once"):
+            model(torch.ones(1, 2))
+        model.fail = False
+        model(torch.ones(1, 2))
+        assert rec._engine._open == []
+    table = rec.frame()
+    assert list(table[table.module == ""].call_index) == [1]  # the raising call was call 0
+    assert list(table[table.module == "lin"].call_index) == [0, 1]

@@ -133,7 +133,7 @@ class CallTracker:
             raised = len(rest) == 1
             kwargs, output = ({}, None) if raised else rest
             if self.graph_done:
-                return None if raised else self._observe_leave(module_index, kwargs, output)
+                return self._observe_leave(module_index, kwargs, output, raised)
             return self._leave(module_index, kwargs, output, raised)
         except Exception as exc:
             self._fail(exc)
@@ -170,7 +170,7 @@ class CallTracker:
         else:
             see = self.see
             call.outputs = [see(x, index, t) for x in flatten_tensors(output)]
-        edited = None if raised else self._observe_leave(module_index, kwargs, output)
+        edited = self._observe_leave(module_index, kwargs, output, raised)
         self.breaks.append((seq, call.parent, t))
         if not stack:
             self._end_session()
@@ -180,10 +180,13 @@ class CallTracker:
         if self.observer is not None and self.observer.watches(module_index):
             self.observer.on_enter(module_index, args)
 
-    def _observe_leave(self, module_index: int, kwargs: dict, output: Any) -> Any:
-        if self.observer is not None and self.observer.watches(module_index):
-            return self.observer.on_leave(module_index, kwargs, output)
-        return None
+    def _observe_leave(self, module_index: int, kwargs: dict, output: Any, raised: bool) -> Any:
+        if self.observer is None or not self.observer.watches(module_index):
+            return None
+        if raised:  # the call is over all the same: the observer closes it, recording nothing
+            self.observer.on_raise(module_index)
+            return None
+        return self.observer.on_leave(module_index, kwargs, output)
 
     def _note(self, exc: BaseException | None, index: int) -> None:
         if exc is None or exc is self._noted or not hasattr(exc, "add_note"):

@@ -82,6 +82,10 @@ class ProbeEngine:
                 edited = probe.edit(output if edited is None else edited)
         return edited
 
+    def on_raise(self, module_index: int) -> None:
+        """Close a call whose forward raised; it has no output to record."""
+        self._open.pop()
+
     def _record(self, module_index: int, call_index: int, site: str,
                 tensors: list[tuple[str, torch.Tensor]]) -> None:
         if not tensors:
