@@ -162,11 +162,10 @@ class Recorder:
         what the probes record where."""
         named = {qualname: label for label, qualname in select_labels(self.model).items()}
         recording: dict[str, list[str]] = {}
-        for probe in self.probes:
-            chosen = probe.where.resolve(self.model) if probe.where else self.model.named_modules()
-            stats = ", ".join(keeper.name for keeper in probe.keepers)
-            for qualname, _ in chosen:
-                recording.setdefault(qualname, []).append(f"{probe.site}: {stats}")
+        if self._engine is not None:  # the selections it resolved when the block began
+            for module_index, probes in self._engine.by_module.items():
+                recording[self._engine.table.qualnames[module_index]] = [
+                    f"{p.site}: {', '.join(k.name for k in p.keepers)}" for p in probes]
         return summarize(self.graph, named, recording)
 
     def _finish(self, tracker: CallTracker) -> None:
