@@ -146,7 +146,6 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
         output = model(*call_args, **call_kwargs)
         if backward:
             backward_loss(output).backward()
-    with gc_paused():
-        recording = recorder.recording
+    recording = recorder._build(share=True)  # nothing more will be recorded into it
     recording.output = output
     return recording

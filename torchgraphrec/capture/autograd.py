@@ -7,7 +7,7 @@ from typing import Any, Iterable, Sequence
 
 from torchgraphrec.errors import CaptureError
 
-__all__ = ["walk", "op_name", "is_leaf_accumulator", "Timeline", "MAX_CHAIN"]
+__all__ = ["walk", "op_name", "is_leaf_accumulator", "place", "MAX_CHAIN"]
 
 _SUFFIX = re.compile(r"Backward\d*$")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -52,8 +52,42 @@ def walk(starts: Iterable[Any], low: int, high: int) -> list[tuple[int, Any, tup
         CaptureError: a chain of ops is longer than :data:`MAX_CHAIN`; walking on would
             make PyTorch crash later, when the model's output is freed.
     """
+    starts = [node for node in starts if node is not None]
+    found = _walk_at_most(starts, low, high, MAX_CHAIN)
+    if found is None:  # too many nodes to rule out a long chain without measuring it
+        found = _walk_measuring_chains(starts, low, high)
+    return sorted(found.values(), key=_first)
+
+
+def _first(item: tuple[int, Any, tuple]) -> int:
+    return item[0]
+
+
+def _walk_at_most(starts: list[Any], low: int, high: int,
+                  limit: int) -> dict[Any, tuple[int, Any, tuple]] | None:
+    """The walk, or ``None`` once more than ``limit`` nodes are found: no chain in it can
+    then be longer than ``limit``, and no more nodes than that were touched."""
     found: dict[Any, tuple[int, Any, tuple]] = {}
-    stack = [(node, 0) for node in starts if node is not None]
+    stack = list(starts)
+    while stack:
+        node = stack.pop()
+        if node in found:
+            continue
+        number = node._sequence_nr()
+        if not low <= number < high:
+            continue
+        next_functions = node.next_functions
+        found[node] = (number, node, next_functions)
+        if len(found) > limit:
+            return None
+        stack += [next_node for next_node, _ in next_functions if next_node is not None]
+    return found
+
+
+def _walk_measuring_chains(starts: list[Any], low: int,
+                           high: int) -> dict[Any, tuple[int, Any, tuple]]:
+    found: dict[Any, tuple[int, Any, tuple]] = {}
+    stack = [(node, 0) for node in starts]
     while stack:
         node, depth = stack.pop()
         if node in found:
@@ -71,36 +105,34 @@ def walk(starts: Iterable[Any], low: int, high: int) -> list[tuple[int, Any, tup
         found[node] = (number, node, next_functions)
         stack += [(next_node, depth + 1) for next_node, _ in next_functions
                   if next_node is not None]
-    return sorted(found.values(), key=lambda item: item[0])
+    return found
 
 
-class Timeline:
-    """Maps autograd sequence numbers, in rising order, to the innermost call and a time.
+def place(breaks: Sequence[tuple[int, int, int]], numbers: Iterable[int]) -> list[tuple[int, int]]:
+    """The call innermost when each autograd node was made, and an estimate of when.
 
-    Built from the hooks' breakpoints ``(sequence_nr, call, time)``: from each breakpoint's
-    sequence number on, ``call`` was the innermost open call (a tie goes to the later
-    breakpoint, since a hook fires before the next op is made). Times between breakpoints
-    are interpolated, since autograd nodes carry no timestamp of their own. Queries must
-    come in rising order, which makes the whole pass linear.
+    ``breaks`` are the hooks' breakpoints ``(sequence_nr, call, time)``: from each
+    breakpoint's sequence number on, ``call`` was the innermost open call (a tie goes to
+    the later breakpoint, since a hook fires before the next op is made). Times between
+    breakpoints are interpolated, since autograd nodes carry no timestamp of their own.
+    ``numbers`` must rise, which makes the pass one merge of two sorted lists.
 
-    >>> timeline = Timeline([(0, 0, 100), (4, 1, 200), (4, 0, 300), (8, -1, 700)])
-    >>> [timeline.place(number) for number in (1, 4, 6)]
+    >>> place([(0, 0, 100), (4, 1, 200), (4, 0, 300), (8, -1, 700)], [1, 4, 6])
     [(0, 125), (0, 300), (0, 500)]
     """
-
-    def __init__(self, breaks: Sequence[tuple[int, int, int]]) -> None:
-        self._breaks = breaks
-        self._position = 0
-
-    def place(self, number: int) -> tuple[int, int]:
-        """The call innermost when node ``number`` was made, and an estimate of when."""
-        breaks, position = self._breaks, self._position
-        last = len(breaks) - 1
-        while position < last and breaks[position + 1][0] <= number:
+    placed: list[tuple[int, int]] = []
+    position, last = 0, len(breaks) - 1
+    start, owner, t_start = breaks[0]
+    stop, _, t_stop = breaks[min(1, last)]
+    for number in numbers:
+        while position < last and stop <= number:
             position += 1
-        self._position = position
-        start, owner, t_start = breaks[position]
+            start, owner, t_start = breaks[position]
+            if position < last:
+                stop, _, t_stop = breaks[position + 1]
         if position == last:
-            return owner, t_start
-        stop, _, t_stop = breaks[position + 1]
-        return owner, t_start + (t_stop - t_start) * (number - start) // max(1, stop - start)
+            placed.append((owner, t_start))
+        else:
+            placed.append((owner, t_start + (t_stop - t_start) * (number - start)
+                           // max(1, stop - start)))
+    return placed

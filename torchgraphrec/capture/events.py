@@ -1,83 +1,101 @@
-"""The flat records the hooks append to while a model runs; no graph is built here."""
+"""The records the hooks and the walk append to while a model runs.
+
+Every record carries its node's attribute dict in its final schema form, made once when
+the node is first seen: building the graph then only links these dicts into networkx.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-__all__ = ["CallRecord", "TensorRecord", "OpRecord", "ParamRecord", "Events"]
+__all__ = ["CallRecord", "TensorRecord", "OpRecord", "Events", "Attrs", "layer_id"]
+
+Attrs = dict[str, Any]
+
+
+def layer_id(qualname: str, call_index: int) -> str:
+    """The node id of one module call.
+
+    >>> layer_id("encoder.0", 1), layer_id("", 0)
+    ('layer:encoder.0#1', 'layer:#0')
+    """
+    return f"layer:{qualname}#{call_index}"
 
 
 class CallRecord:
-    """One call of one module; ``call_index`` and ``depth`` are derived when the graph is built."""
+    """One call of one module, as the hooks noted it.
 
-    __slots__ = ("module", "parent", "seq", "t_start", "seq_start", "t_end", "seq_end",
-                 "inputs", "outputs")
+    ``inputs`` and ``outputs`` are indices into :attr:`Events.tensors`. ``node_id`` and
+    ``attrs`` (the layer node's attributes) are filled in by
+    :meth:`~torchgraphrec.capture.hooks.CallTracker.describe_pending`, after the forward:
+    work done inside the forward costs more, between layers whose compute evicts it from
+    the caches.
+    """
 
-    def __init__(self, module: int, parent: int, seq: int, t_start: int, seq_start: int,
-                 inputs: list[int]) -> None:
+    __slots__ = ("module", "parent", "depth", "seq", "t_start", "seq_start", "t_end",
+                 "seq_end", "inputs", "outputs", "node_id", "attrs")
+
+    def __init__(self, module: int, parent: int, depth: int, seq: int, t_start: int,
+                 seq_start: int, inputs: list[int]) -> None:
         self.module = module
         self.parent = parent
+        self.depth = depth
         self.seq = seq
         self.t_start = self.t_end = t_start
         self.seq_start = self.seq_end = seq_start
         self.inputs = inputs
         self.outputs: list[int] = []
+        self.node_id = ""
+        self.attrs: Attrs = {}
 
 
 class TensorRecord:
-    """A tensor seen at a call boundary, as it was then; values are turned into plain
-    strings and tuples only when the graph is built, to keep the hooks cheap."""
+    """A tensor seen at a call boundary, as it was then.
 
-    __slots__ = ("node_id", "version", "shape", "dtype", "device", "requires_grad", "parent",
-                 "seq", "t", "grad_fn", "output_nr", "role")
+    ``call`` is the index of the call that produced it (-1 for the model's inputs);
+    ``grad_fn`` is dropped once the forward is walked, so that nothing is kept alive.
+    ``node_id`` and ``attrs`` are filled in after the forward, like a call's.
+    """
 
-    def __init__(self, number: int, version: int, tensor: Any, parent: int, seq: int,
+    __slots__ = ("number", "version", "shape", "dtype", "device", "requires_grad", "call",
+                 "seq", "t", "grad_fn", "output_nr", "node_id", "attrs")
+
+    def __init__(self, number: int, version: int, tensor: Any, call: int, seq: int,
                  t: int) -> None:
-        self.node_id = f"tensor:{number}@v{version}"
+        self.number = number
         self.version = version
         self.shape = tensor.shape
         self.dtype = tensor.dtype
         self.device = tensor.device
         self.requires_grad = tensor.requires_grad
-        self.parent = parent
+        self.call = call
         self.seq = seq
         self.t = t
-        self.grad_fn = grad_fn = tensor.grad_fn  # dropped once the forward is walked
+        self.grad_fn = grad_fn = tensor.grad_fn
         self.output_nr = tensor.output_nr if grad_fn is not None else 0
-        self.role = "intermediate"
+        self.node_id = ""
+        self.attrs: Attrs = {}
 
 
-#: One autograd-recorded op, attributed to the call whose sequence window holds it:
-#: ``(node_id, name, grad_fn, owner_call, seq, t)``. A plain tuple: thousands are made per
-#: forward, and a class's ``__init__`` would cost more than the rest of the work.
-OpRecord = tuple[str, str, str, int, int, int]
-
-
-class ParamRecord(NamedTuple):
-    """A parameter that reached an op; its shape and dtype are read when the graph is built
-    (the model holds the parameter anyway)."""
-
-    qualname: str
-    param: Any
-    parent: int
-    seq: int
+#: One autograd-recorded op: ``(node_id, attrs)``. A plain tuple: thousands are made per
+#: forward.
+OpRecord = tuple[str, Attrs]
 
 
 @dataclass
 class Events:
     """Everything one recorder observed, in observation order.
 
-    Edges are ``(source, target, attributes)``, their ``t_ns`` already relative to ``t0``;
-    other times are ``perf_counter_ns`` readings, made relative to ``t0`` when the graph is
-    built.
+    Edges are ``(source, target, attributes)``. ``t0`` is the ``perf_counter_ns`` reading
+    all ``*_ns`` attributes are relative to; ``seq`` the last observation number handed out.
     """
 
     calls: list[CallRecord] = field(default_factory=list)
     tensors: list[TensorRecord] = field(default_factory=list)
     ops: list[OpRecord] = field(default_factory=list)
-    params: dict[str, ParamRecord] = field(default_factory=dict)
-    edges: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    params: dict[str, Attrs] = field(default_factory=dict)  # by node id
+    edges: list[tuple[str, str, Attrs]] = field(default_factory=list)
     seq: int = 0
     t0: int = 0
 

@@ -12,12 +12,12 @@ from typing import Any, Callable
 import torch
 from torch.nn.modules import module as torch_module
 
-from torchgraphrec.capture.events import CallRecord, Events, TensorRecord
+from torchgraphrec.capture.events import CallRecord, Events, TensorRecord, layer_id
 from torchgraphrec.capture.structures import flatten_tensors
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.gcpause import gc_paused
 
-__all__ = ["CallTracker"]
+__all__ = ["CallTracker", "TensorDescriber"]
 
 _peek_sequence_nr: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
 _now = time.perf_counter_ns
@@ -25,6 +25,39 @@ _thread_id = threading.get_ident
 #: -1 outside a backward pass; module calls made during one (checkpoint recomputation)
 #: are part of the backward, not new forward calls.
 _graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
+
+
+def _unique_ids(indices: list[int], tensors: list[TensorRecord]) -> tuple[str, ...]:
+    if len(indices) == 1:
+        return (tensors[indices[0]].node_id,)
+    return tuple(dict.fromkeys([tensors[i].node_id for i in indices]))
+
+
+class TensorDescriber:
+    """A tensor's shape, label, dtype and device as the schema's plain values, each
+    distinct one converted once.
+
+    >>> describe = TensorDescriber()
+    >>> x = torch.zeros(2, 3)
+    >>> describe(x.shape, x.dtype, x.device)
+    ((2, 3), '(2, 3)', 'float32', 'cpu')
+    """
+
+    def __init__(self) -> None:
+        self._shapes: dict[Any, tuple[tuple[int, ...], str]] = {}
+        self._names: dict[Any, str] = {}
+
+    def __call__(self, shape: Any, dtype: Any, device: Any) -> tuple[tuple[int, ...], str, str, str]:
+        described, names = self._shapes.get(shape), self._names
+        if described is None:
+            plain = tuple(shape)
+            described = self._shapes[shape] = (plain, str(plain))
+        dtype_name = names.get(dtype) or self._name(dtype)
+        return described[0], described[1], dtype_name, names.get(device) or self._name(device)
+
+    def _name(self, value: Any) -> str:
+        name = self._names[value] = str(value).replace("torch.", "")
+        return name
 
 
 def _version_of(tensor: torch.Tensor) -> int:
@@ -51,15 +84,17 @@ class CallTracker:
         self.on_session_end = on_session_end
         self.stack: list[int] = []
         self.breaks: list[tuple[int, int, int]] = []
-        self.session_calls: list[int] = []
+        self.session_start = 0  # the index of the current top-level call in events.calls
         self.failure: BaseException | None = None
         self.observer: Any = None  # a ProbeEngine, when the recorder has probes
         self.first_only = False  # record the graph of the first top-level forward only
         self.graph_done = False
-        self._objects: dict[int, tuple[weakref.ref, int]] = {}
-        self._versions: dict[tuple[int, int], int] = {}
+        self._objects: dict[int, tuple[weakref.ref, dict[int, int], int]] = {}
         self._numbers = 0
-        self.first_call: dict[int, int] = {}
+        self._call_counts: dict[int, int] = {}
+        self.first_call: dict[int, int] = {}  # filled by describe_pending()
+        self._described_calls = self._described_tensors = 0
+        self.describe = TensorDescriber()
         self._handles: list[Any] = []
         self._thread = -1
         self._gc = contextlib.ExitStack()  # holds gc_paused() from a forward's start to end
@@ -69,6 +104,7 @@ class CallTracker:
         """Start listening (on the calling thread)."""
         self._thread = threading.get_ident()
         self.events.t0 = _now()
+        self._num_params = self.table.all_num_params()
         self._handles.append(torch_module.register_module_forward_pre_hook(self._pre_hook))
         self._handles.append(torch_module.register_module_forward_hook(
             self._post_hook, with_kwargs=True, always_call=True))
@@ -84,47 +120,58 @@ class CallTracker:
         entry = self._objects.get(id(tensor))
         if entry is None or entry[0]() is not tensor:
             return None
-        return self._versions.get((entry[1], _version_of(tensor)))
+        return entry[1].get(_version_of(tensor))
 
-    def see(self, tensor: torch.Tensor, parent: int, t: int) -> int:
-        """The record index for ``tensor`` as it is now, made on first sight."""
-        entry = self._objects.get(id(tensor))
-        if entry is None or entry[0]() is not tensor:
-            entry = self._objects[id(tensor)] = (weakref.ref(tensor), self._numbers)
+    def see(self, tensor: torch.Tensor, call: int, t: int) -> int:
+        """The record index for ``tensor`` as it is now, made on first sight; ``call`` is
+        the call that produced it (-1: none, a model input)."""
+        objects = self._objects
+        entry = objects.get(id(tensor))
+        if entry is None or entry[0]() is not tensor:  # new, or a dead tensor's id reused
+            entry = objects[id(tensor)] = (weakref.ref(tensor), {}, self._numbers)
             self._numbers += 1
-        key = (entry[1], _version_of(tensor))
-        index = self._versions.get(key)
+        try:
+            version = tensor._version
+        except RuntimeError:  # inference tensors keep no version counter
+            version = 0
+        versions = entry[1]
+        index = versions.get(version)
         if index is None:
-            events = self.events
-            index = self._versions[key] = len(events.tensors)
-            events.tensors.append(TensorRecord(key[0], key[1], tensor, parent, events.next_seq(), t))
-        elif self.events.tensors[index].grad_fn is None and tensor.grad_fn is not None:
-            # seen in an earlier top-level call, whose walk let go of its grad_fn: link again
+            index = versions[version] = self._new_tensor(tensor, entry[2], version, call, t)
+        else:
             record = self.events.tensors[index]
-            record.grad_fn, record.output_nr = tensor.grad_fn, tensor.output_nr
+            if record.grad_fn is None and tensor.grad_fn is not None:
+                # seen in an earlier top-level call, whose walk let go of its grad_fn
+                record.grad_fn, record.output_nr = tensor.grad_fn, tensor.output_nr
         return index
 
-    def _watched(self, module: torch.nn.Module) -> int | None:
-        """The module's index if this call is one to record: one of the model's modules, on
-        the recording thread, outside a backward pass, with the recorder still healthy."""
-        if self._thread != _thread_id() or _graph_task_id() >= 0 or self.failure is not None:
-            return None
-        return self._index_of.get(id(module))
+    def _new_tensor(self, tensor: torch.Tensor, number: int, version: int, call: int,
+                    t: int) -> int:
+        events = self.events
+        events.seq += 1
+        events.tensors.append(TensorRecord(number, version, tensor, call, events.seq, t))
+        return len(events.tensors) - 1
 
     def _pre_hook(self, module: torch.nn.Module, args: tuple) -> None:
-        module_index = self._watched(module)
+        # Record only the model's own modules, on the recording thread, outside a backward
+        # pass (checkpoint recomputation), while the recorder is healthy.
+        if self._thread != _thread_id() or _graph_task_id() >= 0 or self.failure is not None:
+            return
+        module_index = self._index_of.get(id(module))
         if module_index is None:
             return
         try:
-            if self.graph_done:
+            if not self.graph_done:
+                self._enter(module_index, args)
+            if self.observer is not None:
                 self._observe_enter(module_index, args)
-                return
-            self._enter(module_index, args)
         except Exception as exc:  # a recorder bug must never break the user's forward
             self._fail(exc)
 
     def _post_hook(self, module: torch.nn.Module, args: tuple, *rest: Any) -> Any:
-        module_index = self._watched(module)
+        if self._thread != _thread_id() or _graph_task_id() >= 0 or self.failure is not None:
+            return None
+        module_index = self._index_of.get(id(module))
         if module_index is None:
             return None
         try:
@@ -142,39 +189,85 @@ class CallTracker:
     def _enter(self, module_index: int, args: tuple) -> None:
         t, seq = _now(), _peek_sequence_nr()
         stack, events = self.stack, self.events
-        if not stack:
+        if stack:
+            parent = stack[-1]
+        else:
+            parent = -1
             self._begin_session()
-        parent = stack[-1] if stack else -1
         see = self.see
         inputs = [see(x, parent, t) for x in flatten_tensors(args)]
         index = len(events.calls)
-        events.calls.append(CallRecord(module_index, parent, events.next_seq(), t, seq, inputs))
+        events.seq += 1
+        events.calls.append(CallRecord(module_index, parent, len(stack), events.seq, t, seq, inputs))
         stack.append(index)
-        self.first_call.setdefault(module_index, index)
-        self.session_calls.append(index)
         self.breaks.append((seq, index, t))
-        self._observe_enter(module_index, args)
 
     def _leave(self, module_index: int, kwargs: dict, output: Any, raised: bool) -> Any:
         t, seq = _now(), _peek_sequence_nr()
-        stack = self.stack
-        if not stack or self.events.calls[stack[-1]].module != module_index:
+        stack, events = self.stack, self.events
+        if not stack or events.calls[stack[-1]].module != module_index:
             raise RuntimeError("module calls did not nest: a forward hook was skipped")
         index = stack.pop()
-        call = self.events.calls[index]
+        call = events.calls[index]
         call.t_end, call.seq_end = t, seq
+        see = self.see
         if kwargs:
-            call.inputs += [self.see(x, call.parent, call.t_start) for x in flatten_tensors(kwargs)]
+            call.inputs += [see(x, call.parent, call.t_start) for x in flatten_tensors(kwargs)]
         if raised:
             self._note(sys.exc_info()[1], index)
         else:
-            see = self.see
             call.outputs = [see(x, index, t) for x in flatten_tensors(output)]
-        edited = self._observe_leave(module_index, kwargs, output, raised)
+        edited = None if self.observer is None else \
+            self._observe_leave(module_index, kwargs, output, raised)
         self.breaks.append((seq, call.parent, t))
         if not stack:
             self._end_session()
         return edited
+
+    def describe_pending(self) -> None:
+        """Give the calls and tensors recorded since the last time their node ids and
+        attributes, in the schema's plain values."""
+        events, table = self.events, self.table
+        calls, tensors, t0 = events.calls, events.tensors, events.t0
+        counts, first_call = self._call_counts, self.first_call
+        new_calls = range(self._described_calls, len(calls))
+        for index in new_calls:
+            call = calls[index]
+            module = call.module
+            call_index = counts.get(module, 0)
+            counts[module] = call_index + 1
+            if not call_index:
+                first_call[module] = index
+            qualname = table.qualnames[module]
+            call.node_id = layer_id(qualname, call_index)
+            call.attrs = {
+                "kind": "layer", "label": table.labels[module],
+                "parent": calls[call.parent].node_id if call.parent >= 0 else None,
+                "depth": call.depth, "seq": call.seq, "qualname": qualname,
+                "type": table.types[module], "call_index": call_index,
+                "t_start_ns": call.t_start - t0, "t_end_ns": call.t_end - t0,
+                "num_params": self._num_params[module],
+            }
+        describe = self.describe
+        for record in tensors[self._described_tensors:]:
+            shape, label, dtype, device = describe(record.shape, record.dtype, record.device)
+            if record.call >= 0:
+                producer = calls[record.call]
+                parent, depth = producer.node_id, producer.depth + 1
+            else:
+                parent, depth = None, 0
+            record.node_id = f"tensor:{record.number}@v{record.version}"
+            record.attrs = {
+                "kind": "tensor", "label": label, "parent": parent, "depth": depth,
+                "seq": record.seq, "shape": shape, "dtype": dtype, "device": device,
+                "requires_grad": record.requires_grad, "role": "intermediate",
+                "version": record.version,
+            }
+        for index in new_calls:  # now that every tensor has its id
+            call = calls[index]
+            call.attrs["inputs"] = _unique_ids(call.inputs, tensors)
+            call.attrs["outputs"] = _unique_ids(call.outputs, tensors)
+        self._described_calls, self._described_tensors = len(calls), len(tensors)
 
     def _observe_enter(self, module_index: int, args: tuple) -> None:
         if self.observer is not None and self.observer.watches(module_index):
@@ -192,16 +285,16 @@ class CallTracker:
         if exc is None or exc is self._noted or not hasattr(exc, "add_note"):
             return
         self._noted = exc
-        calls = self.events.calls
-        call = calls[index]
+        call = self.events.calls[index]
         qualname = self.table.qualnames[call.module] or "<root>"
-        call_index = sum(1 for other in calls[:index] if other.module == call.module)
+        call_index = sum(1 for other in self.events.calls[:index] if other.module == call.module)
         note = (f"torchgraphrec: raised in the call of {qualname!r} "
                 f"({self.table.types[call.module]}, call_index {call_index})")
         if note not in getattr(exc, "__notes__", ()):  # a second recorder on the same model
             exc.add_note(note)
 
     def _begin_session(self) -> None:
+        self.session_start = len(self.events.calls)
         # The collector's passes over the many small records made during capture cost
         # about half a forward on deep models; it is off for the forward only.
         self._gc.enter_context(gc_paused())
@@ -211,7 +304,6 @@ class CallTracker:
             self.on_session_end(self)
         finally:
             self.breaks = []
-            self.session_calls = []
             self.graph_done = self.first_only
             self._restore_gc()
 

@@ -115,6 +115,7 @@ class Recorder:
         if tracker is None:
             return
         tracker.detach()
+        tracker.describe_pending()  # a forward that failed never reached its session's end
         self._clock.detach()
         if self._engine is not None:
             self._engine.detach()
@@ -177,18 +178,22 @@ class Recorder:
     @property
     def recording(self) -> "Recording":
         """What has been recorded so far, as a :class:`~torchgraphrec.Recording`."""
-        from torchgraphrec.recording import Recording
-
         stamp = self._events.seq + self._clock.count + len(self.store.rows)
         if self._recording is None or self._built_at != stamp:
-            table = self._table or ModuleTable(self.model)
-            with gc_paused():  # the collector's passes cost more than the build itself
-                graph = build_graph(self._events, table)
-                self._clock.annotate(graph, self._events.t0)
-                annotate(graph, self.store)
-            self._recording = Recording(graph)
+            self._recording = self._build(share=False)
             self._built_at = stamp
         return self._recording
+
+    def _build(self, *, share: bool) -> "Recording":
+        """A new Recording of everything so far; with ``share`` its graph takes the
+        records' own attribute dicts (only once nothing more will be recorded)."""
+        from torchgraphrec.recording import Recording
+
+        with gc_paused():  # the collector's passes cost more than the build itself
+            graph = build_graph(self._events, self.model, share=share)
+            self._clock.annotate(graph, self._events.t0)
+            annotate(graph, self.store)
+        return Recording(graph)
 
     @property
     def graph(self) -> nx.DiGraph:

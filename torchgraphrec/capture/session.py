@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchgraphrec.capture.autograd import Timeline, is_leaf_accumulator, op_name, walk
-from torchgraphrec.capture.events import Events, ParamRecord
+from torchgraphrec.capture.autograd import is_leaf_accumulator, op_name, place, walk
+from torchgraphrec.capture.events import Attrs, CallRecord, Events
 from torchgraphrec.capture.hooks import CallTracker
 
 __all__ = ["finish_session"]
@@ -19,6 +19,7 @@ def finish_session(tracker: CallTracker) -> list[Any]:
     references are dropped at the end so that nothing is kept alive. Returns the autograd
     nodes of the new op records, in the same order, for the caller to use and drop.
     """
+    tracker.describe_pending()
     builder = _SessionBuilder(tracker)
     try:
         nodes = builder.record_ops()
@@ -33,104 +34,143 @@ class _SessionBuilder:
     def __init__(self, tracker: CallTracker) -> None:
         self.tracker = tracker
         self.events: Events = tracker.events
-        self.calls = [self.events.calls[i] for i in tracker.session_calls]
-        self.timeline = Timeline(tracker.breaks)
+        self.first = tracker.session_start  # the session's calls are the last ones
+        self.calls: list[CallRecord] = self.events.calls[self.first:]
         seen: list[int] = []
         for call in self.calls:
             seen += call.inputs
             seen += call.outputs
         self.tensor_indices = list(dict.fromkeys(seen))
+        # (grad_fn, output_nr) -> the first boundary tensor autograd knows by it
         self.boundary: dict[tuple[Any, int], str] = {}
         tensors = self.events.tensors
         for index in self.tensor_indices:
             record = tensors[index]
             if record.grad_fn is not None:
                 self.boundary.setdefault((record.grad_fn, record.output_nr), record.node_id)
-        self.op_ids: dict[Any, str] = {}
-        self.op_owner: dict[str, int] = {}
+        self.op_ids: dict[Any, str] = {}  # autograd node -> op node id
+        self.op_owner: dict[str, int] = {}  # op node id -> the call that ran it
         self.op_time: dict[str, int] = {}
-        self.empty_slots: set[str] = set()
-        self.has_input: set[str] = set()
-        self.param_names = tracker.table.param_names
+        self.empty_slots: set[str] = set()  # ops with an input autograd keeps no node for
+        self.produced: set[str] = set()  # tensor nodes an op of this session produced
 
-    def edge(self, source: str, target: str, t: int, kind: str = "flow") -> None:
-        self.has_input.add(target)
+    def edge(self, source: str, target: str, t: int) -> None:
         events = self.events
-        events.edges.append((source, target, {"kind": kind, "seq": events.next_seq(),
+        events.seq += 1
+        events.edges.append((source, target, {"kind": "flow", "seq": events.seq,
                                               "t_ns": t - events.t0}))
 
     def record_ops(self) -> list[Any]:
-        root = self.calls[0]
-        tensors = self.events.tensors
-        found = walk([tensors[i].grad_fn for i in self.tensor_indices],
+        root, events = self.calls[0], self.events
+        found = walk([events.tensors[i].grad_fn for i in self.tensor_indices],
                      root.seq_start, root.seq_end)
-        place = self.timeline.place
-        for number, node, _ in found:
-            self._add_op(node, *place(number))
-        for _, node, next_functions in found:
-            self._link_op_inputs(self.op_ids[node], next_functions)
-        for index in self.tensor_indices:
-            record = tensors[index]
-            producer = self.op_ids.get(record.grad_fn)
-            node_id = record.node_id
-            if producer is not None and \
-                    self.boundary.get((record.grad_fn, record.output_nr)) == node_id:
-                self.edge(producer, node_id, record.t)
+        self._add_ops(found)
+        self._link_ops(found)
+        self._link_producers()
         return [node for _, node, _ in found]
 
-    def _add_op(self, node: Any, owner: int, t: int) -> None:
-        grad_fn = type(node).__name__
-        name = op_name(grad_fn)
+    def _add_ops(self, found: list[tuple[int, Any, tuple]]) -> None:
         events = self.events
-        node_id = f"op:{name}#{len(events.ops)}"
-        self.op_ids[node] = node_id
-        self.op_owner[node_id] = owner
-        self.op_time[node_id] = t
-        events.ops.append((node_id, name, grad_fn, owner, events.next_seq(), t))
+        calls, ops = events.calls, events.ops
+        op_ids, op_owner, op_time = self.op_ids, self.op_owner, self.op_time
+        seq = events.seq
+        placed = place(self.tracker.breaks, [number for number, _, _ in found])
+        for (_, node, _), (owner, t) in zip(found, placed):
+            grad_fn = type(node).__name__
+            name = op_name(grad_fn)
+            node_id = f"op:{name}#{len(ops)}"
+            op_ids[node] = node_id
+            op_owner[node_id] = owner
+            op_time[node_id] = t
+            call = calls[owner]  # never -1: the root's leave lies at the window's end
+            seq += 1
+            ops.append((node_id, {
+                "kind": "op", "label": name, "parent": call.node_id, "depth": call.depth + 1,
+                "seq": seq, "name": name, "grad_fn": grad_fn,
+            }))
+        events.seq = seq
 
-    def _link_op_inputs(self, target: str, next_functions: tuple) -> None:
-        t = self.op_time[target]
-        for source_node, output_nr in next_functions:
-            if source_node is None:
-                self.empty_slots.add(target)
-                continue
-            # a boundary tensor comes first: the edge then runs op -> tensor -> op
-            source = self.boundary.get((source_node, output_nr)) or self.op_ids.get(source_node)
-            if source is not None:
-                self.edge(source, target, t)
-            elif is_leaf_accumulator(source_node):
-                self._link_leaf(source_node.variable, target, t)
+    def _link_ops(self, found: list[tuple[int, Any, tuple]]) -> None:
+        """An edge into each op from each of its autograd inputs: a boundary tensor if
+        there is one (the edge then runs op -> tensor -> op), else the op that made it, a
+        parameter or another leaf."""
+        events = self.events
+        edges, params, t0 = events.edges, events.params, events.t0
+        op_ids, op_time, boundary = self.op_ids, self.op_time, self.boundary
+        param_names = self.tracker.table.param_names
+        seq = events.seq
+        for _, node, next_functions in found:
+            target = op_ids[node]
+            t = op_time[target]
+            for source_node, output_nr in next_functions:
+                if source_node is None:
+                    self.empty_slots.add(target)
+                    continue
+                kind = "flow"
+                source = boundary.get((source_node, output_nr)) or op_ids.get(source_node)
+                if source is None:
+                    if not is_leaf_accumulator(source_node):
+                        continue  # autograd made it outside this forward
+                    variable = source_node.variable
+                    qualname = param_names.get(id(variable))
+                    if qualname is None:
+                        events.seq = seq
+                        source = self._leaf_tensor(variable, t)
+                        seq = events.seq
+                    else:
+                        kind, source = "param", "param:" + qualname
+                        if source not in params:
+                            seq += 1
+                            params[source] = self._param_attrs(qualname, variable, target, seq)
+                seq += 1
+                edges.append((source, target, {"kind": kind, "seq": seq, "t_ns": t - t0}))
+        events.seq = seq
 
-    def _link_leaf(self, variable: Any, target: str, t: int) -> None:
-        qualname = self.param_names.get(id(variable))
-        if qualname is not None:
-            self.edge(self._param_id(qualname, variable, target), target, t, kind="param")
-            return
-        index = self.tracker.lookup(variable)
+    def _link_producers(self) -> None:
+        """An edge from each op to the boundary tensor autograd knows as its output."""
+        events = self.events
+        tensors, edges, t0, seq = events.tensors, events.edges, events.t0, events.seq
+        op_ids, boundary, produced = self.op_ids, self.boundary, self.produced
+        for index in self.tensor_indices:
+            record = tensors[index]
+            producer = op_ids.get(record.grad_fn)
+            if producer is not None and \
+                    boundary.get((record.grad_fn, record.output_nr)) == record.node_id:
+                seq += 1
+                edges.append((producer, record.node_id,
+                              {"kind": "flow", "seq": seq, "t_ns": record.t - t0}))
+                produced.add(record.node_id)
+        events.seq = seq
+
+    def _leaf_tensor(self, variable: Any, t: int) -> str:
+        tracker = self.tracker
+        index = tracker.lookup(variable)
         if index is None:  # a leaf the model reached by itself (a closure, a global)
-            index = self.tracker.see(variable, -1, t)
-            self.events.tensors[index].role = "input"
-        self.edge(self.events.tensors[index].node_id, target, t)
+            index = tracker.see(variable, -1, t)
+            tracker.describe_pending()
+            self.events.tensors[index].attrs["role"] = "input"
+        return self.events.tensors[index].node_id
 
-    def _param_id(self, qualname: str, variable: Any, user_op: str) -> str:
-        params = self.events.params
-        if qualname not in params:
-            owner_module = self.tracker.table.param_owner[qualname]
-            parent = self.tracker.first_call.get(owner_module, self.op_owner[user_op])
-            params[qualname] = ParamRecord(qualname, variable, parent, self.events.next_seq())
-        return f"param:{qualname}"
+    def _param_attrs(self, qualname: str, variable: Any, user_op: str, seq: int) -> Attrs:
+        tracker = self.tracker
+        owner_module = tracker.table.param_owner[qualname]
+        parent = self.events.calls[tracker.first_call.get(owner_module, self.op_owner[user_op])]
+        shape, _, dtype, _ = tracker.describe(variable.shape, variable.dtype, variable.device)
+        return {
+            "kind": "param", "label": qualname, "parent": parent.node_id,
+            "depth": parent.depth + 1, "seq": seq, "qualname": qualname,
+            "shape": shape, "dtype": dtype, "requires_grad": variable.requires_grad,
+        }
 
     def mark_roles(self) -> None:
-        root = self.calls[0]
-        if root.parent >= 0:
-            return
-        tensors = self.events.tensors
+        root, tensors = self.calls[0], self.events.tensors
         for index in root.inputs:
-            if tensors[index].parent < 0:
-                tensors[index].role = "input"
+            if tensors[index].call < 0:
+                tensors[index].attrs["role"] = "input"
         for index in root.outputs:
-            if tensors[index].role == "intermediate":
-                tensors[index].role = "output"
+            attrs = tensors[index].attrs
+            if attrs["role"] == "intermediate":
+                attrs["role"] = "output"
 
     def link_untracked_inputs(self) -> None:
         """Give tensors that autograd does not see (no grad, int ids) a path through calls:
@@ -144,14 +184,17 @@ class _SessionBuilder:
 
     def _link_untracked(self, untracked: set[int]) -> None:
         tensors = self.events.tensors
+        receivers = {index: call for index, call in enumerate(self.calls, self.first)
+                     if not untracked.isdisjoint(call.inputs)}
         handed_down: dict[int, set[int]] = {}
-        for call in self.calls:
+        for call in receivers.values():
             if call.parent >= 0:
                 handed_down.setdefault(call.parent, set()).update(untracked.intersection(call.inputs))
         own_ops: dict[int, list[str]] = {}
         for node_id, owner in self.op_owner.items():
-            own_ops.setdefault(owner, []).append(node_id)
-        for index, call in zip(self.tracker.session_calls, self.calls):
+            if owner in receivers:
+                own_ops.setdefault(owner, []).append(node_id)
+        for index, call in receivers.items():
             mine = [i for i in call.inputs if i in untracked and i not in handed_down.get(index, ())]
             ops = own_ops.get(index, [])
             targets = [op for op in ops if op in self.empty_slots] or ops[:1]
@@ -164,19 +207,19 @@ class _SessionBuilder:
         what that call had last: its latest finished child's outputs, else its inputs."""
         tensors, calls = self.events.tensors, self.events.calls
         session_start = self.calls[0].seq
-        orphans = [i for i in sorted(set(self.tensor_indices)) if tensors[i].parent >= 0
+        orphans = [i for i in sorted(self.tensor_indices) if tensors[i].call >= 0
                    and tensors[i].seq > session_start
-                   and tensors[i].node_id not in self.has_input]
+                   and tensors[i].node_id not in self.produced]
         if not orphans:
             return
         children: dict[int, list[int]] = {}
-        for index, call in zip(self.tracker.session_calls, self.calls):
+        for index, call in enumerate(self.calls, self.first):
             children.setdefault(call.parent, []).append(index)
         for index in orphans:
             record = tensors[index]
-            finished = [c for c in children.get(record.parent, []) if calls[c].t_end <= record.t
+            finished = [c for c in children.get(record.call, []) if calls[c].t_end <= record.t
                         and calls[c].outputs and index not in calls[c].outputs]
-            sources = calls[finished[-1]].outputs if finished else calls[record.parent].inputs
+            sources = calls[finished[-1]].outputs if finished else calls[record.call].inputs
             for source in sources:
                 if source != index:
                     self.edge(tensors[source].node_id, record.node_id, record.t)

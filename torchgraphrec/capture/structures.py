@@ -24,11 +24,31 @@ def flatten_tensors(value: Any) -> list[torch.Tensor]:
     >>> [t.shape[0] for t in flatten_tensors({"x": (a, None), "y": [b, "text"]})]
     [1, 2]
     """
-    if isinstance(value, _Tensor):
-        return [value]
     if type(value) is tuple and len(value) == 1 and isinstance(value[0], _Tensor):
         return [value[0]]  # the common case of a module called with one tensor
-    return [tensor for _, tensor in tensors_with_paths(value)]
+    if isinstance(value, _Tensor):
+        return [value]
+    found: list[torch.Tensor] = []
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Tensor):
+            found.append(item)
+            continue
+        if isinstance(item, (tuple, list)):
+            children = item
+        elif isinstance(item, dict):
+            children = item.values()
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            children = [getattr(item, field.name) for field in dataclasses.fields(item)]
+        else:
+            continue
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        stack += reversed(children)  # type: ignore[call-overload]
+    return found
 
 
 def tensors_with_paths(value: Any, root: str = "") -> list[tuple[str, torch.Tensor]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from torch import nn
@@ -10,41 +9,61 @@ from torch import nn
 __all__ = ["ModuleTable"]
 
 
-@dataclass
 class ModuleTable:
     """Names of a model's modules and parameters, keyed by ``id()`` while the model lives.
 
-    The first name wins where a module or parameter is reachable under several names (tied
-    weights, shared blocks), as in ``named_modules()`` and ``named_parameters()``.
+    Modules are numbered in the order of ``named_modules()``, and the first name wins where
+    a module or parameter is reachable under several names (tied weights, shared blocks), as
+    in ``named_modules()`` and ``named_parameters()``.
+
+    >>> table = ModuleTable(nn.Sequential(nn.Linear(2, 2), nn.ReLU()))
+    >>> table.qualnames, table.labels, table.all_num_params()
+    (['', '0', '1'], ['Sequential', '0: Linear', '1: ReLU'], [6, 6, 0])
     """
 
-    model: nn.Module
-    index_of: dict[int, int] = field(default_factory=dict)
-    modules: list[nn.Module] = field(default_factory=list)
-    qualnames: list[str] = field(default_factory=list)
-    types: list[str] = field(default_factory=list)
-    param_names: dict[int, str] = field(default_factory=dict)
-    param_owner: dict[str, int] = field(default_factory=dict)
-    _by_qualname: dict[str, int] = field(default_factory=dict)
-    _sizes: list[tuple[str, Any]] = field(default_factory=list)
-    _num_params: list[int] | None = None
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.index_of: dict[int, int] = {}
+        self.modules: list[nn.Module] = []
+        self.qualnames: list[str] = []
+        self.types: list[str] = []
+        self.labels: list[str] = []  # the layer nodes' labels
+        self.param_names: dict[int, str] = {}
+        self.param_owner: dict[str, int] = {}
+        self._params: list[tuple[str, Any]] = []
+        self._num_params: list[int] | None = None
+        self._by_qualname: dict[str, int] | None = None
+        self._traverse(model)
 
-    def __post_init__(self) -> None:
-        # One traversal; parameters take their first name, as in named_parameters().
-        for qualname, module in self.model.named_modules():
-            self.index_of[id(module)] = self._by_qualname[qualname] = len(self.modules)
+    def _traverse(self, model: nn.Module) -> None:
+        # An explicit pre-order stack: named_modules()'s nested generators cost a hop per
+        # level for every module, and this table is made on every record().
+        index_of, param_names = self.index_of, self.param_names
+        stack: list[tuple[str, nn.Module]] = [("", model)]
+        while stack:
+            qualname, module = stack.pop()
+            if id(module) in index_of:
+                continue
+            index = index_of[id(module)] = len(self.modules)
             self.modules.append(module)
             self.qualnames.append(qualname)
-            self.types.append(type(module).__name__)
+            type_name = type(module).__name__
+            self.types.append(type_name)
+            self.labels.append(f"{qualname}: {type_name}" if qualname else type_name)
             prefix = qualname + "." if qualname else ""
             for name, param in module._parameters.items():
-                if param is not None and id(param) not in self.param_names:
-                    self.param_names[id(param)] = prefix + name
-                    self.param_owner[prefix + name] = len(self.modules) - 1
-                    self._sizes.append((prefix + name, param))
+                if param is not None and id(param) not in param_names:
+                    param_names[id(param)] = full_name = prefix + name
+                    self.param_owner[full_name] = index
+                    self._params.append((full_name, param))
+            children = [(prefix + name, child) for name, child in module._modules.items()
+                        if child is not None]
+            stack += reversed(children)
 
     def module_by_qualname(self, qualname: str) -> int | None:
         """The index of the module named ``qualname``, if there is one."""
+        if self._by_qualname is None:
+            self._by_qualname = {name: index for index, name in enumerate(self.qualnames)}
         return self._by_qualname.get(qualname)
 
     def all_num_params(self) -> list[int]:
@@ -52,7 +71,7 @@ class ModuleTable:
         (computed once)."""
         if self._num_params is None:
             totals = dict.fromkeys(self.qualnames, 0)
-            for qualname, param in self._sizes:
+            for qualname, param in self._params:
                 size = param.numel()
                 module_name = qualname.rpartition(".")[0]
                 while True:  # every enclosing module, up to the root ("")

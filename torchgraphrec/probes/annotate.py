@@ -23,6 +23,8 @@ def annotate(graph: nx.DiGraph, store: Store) -> None:
     steps of each step's mean. ``probe_series`` holds the per-step means,
     ``{name: [[step, mean], ...]}``, for plots; ``nan`` values (a first cosine) are left
     out of both."""
+    if not store.rows:
+        return
     values: dict[tuple[str, str, int], list[torch.Tensor]] = {}
     for seen, stat, value in store.rows:
         target = seen.module
