@@ -142,10 +142,14 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
 
     check_model(model)
     call_args, call_kwargs = _as_args(args), _as_kwargs(kwargs)
-    with gc_paused(), Recorder(model, backward=backward) as recorder:
-        output = model(*call_args, **call_kwargs)
-        if backward:
-            backward_loss(output).backward()
-    recording = recorder._build(share=True)  # nothing more will be recorded into it
+    # The collector stays off until the recorder's working records are gone, so that its
+    # next pass sees only the graph, not everything made on the way to it.
+    with gc_paused():
+        with Recorder(model, backward=backward) as recorder:
+            output = model(*call_args, **call_kwargs)
+            if backward:
+                backward_loss(output).backward()
+        recording = recorder._build(share=True)  # nothing more will be recorded into it
+        del recorder
     recording.output = output
     return recording

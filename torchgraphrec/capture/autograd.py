@@ -29,9 +29,28 @@ def op_name(grad_fn_name: str) -> str:
     return name
 
 
+def _accumulate_grad_type() -> type:
+    import torch
+
+    found = getattr(getattr(torch._C, "_functions", None), "AccumulateGrad", None)
+    if isinstance(found, type):
+        return found
+    leaf = torch.zeros(1, requires_grad=True)
+    return type((leaf * 1).grad_fn.next_functions[0][0])
+
+
+_ACCUMULATE_GRAD = _accumulate_grad_type()
+
+
 def is_leaf_accumulator(node: Any) -> bool:
-    """Whether an autograd node accumulates into a leaf tensor (a parameter or an input)."""
-    return type(node).__name__ == "AccumulateGrad"
+    """Whether an autograd node accumulates into a leaf tensor (a parameter or an input).
+
+    >>> import torch
+    >>> leaf = torch.ones(1, requires_grad=True)
+    >>> is_leaf_accumulator((leaf * 2).grad_fn.next_functions[0][0])
+    True
+    """
+    return type(node) is _ACCUMULATE_GRAD
 
 
 #: The longest chain of autograd nodes walked. Past about 40,000, once Python has touched
@@ -43,9 +62,8 @@ MAX_CHAIN = 25_000
 def walk(starts: Iterable[Any], low: int, high: int) -> list[tuple[int, Any, tuple]]:
     """Autograd nodes reachable from ``starts`` whose sequence number lies in [low, high).
 
-    The walk uses an explicit stack (no recursion limit) and stops at nodes made before or
-    after the window and at leaf accumulators (their sequence number is the largest
-    possible). Returns ``(sequence_nr, node, next_functions)`` sorted by sequence number,
+    The walk uses an explicit stack (no recursion limit) and stops at leaf accumulators and
+    at nodes made before or after the window. Returns ``(sequence_nr, node, next_functions)`` sorted by sequence number,
     the order in which the forward created the nodes.
 
     Raises:
@@ -80,7 +98,8 @@ def _walk_at_most(starts: list[Any], low: int, high: int,
         found[node] = (number, node, next_functions)
         if len(found) > limit:
             return None
-        stack += [next_node for next_node, _ in next_functions if next_node is not None]
+        stack += [next_node for next_node, _ in next_functions
+                  if next_node is not None and type(next_node) is not _ACCUMULATE_GRAD]
     return found
 
 
@@ -104,7 +123,7 @@ def _walk_measuring_chains(starts: list[Any], low: int,
         next_functions = node.next_functions
         found[node] = (number, node, next_functions)
         stack += [(next_node, depth + 1) for next_node, _ in next_functions
-                  if next_node is not None]
+                  if next_node is not None and type(next_node) is not _ACCUMULATE_GRAD]
     return found
 
 

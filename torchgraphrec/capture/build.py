@@ -38,8 +38,7 @@ def _nodes(events: Events) -> Iterator[tuple[str, Attrs]]:
         if call.node_id:
             yield call.node_id, call.attrs
     for record in events.tensors:
-        if record.node_id:
-            yield record.node_id, record.attrs
+        yield record.node_id, record.attrs
     yield from events.params.items()
     yield from events.ops
 
@@ -49,15 +48,13 @@ def _fill(graph: nx.DiGraph, nodes: Iterator[tuple[str, Attrs]], events: Events,
     # Writing networkx's own adjacency dicts directly is several times faster than
     # add_nodes_from/add_edges_from, and the result is the same plain DiGraph.
     node_store, succ, pred = graph._node, graph._succ, graph._pred
-    made = 0
-    for node_id, attrs in nodes:
-        node_store[node_id] = attrs if share else attrs.copy()
-        succ[node_id] = {}
-        pred[node_id] = {}
-        made += 1
-    if len(node_store) != made:
-        raise CaptureError(f"the recorder made {made} nodes but only "
+    listed = list(nodes) if share else [(node_id, attrs.copy()) for node_id, attrs in nodes]
+    node_store.update(listed)
+    if len(node_store) != len(listed):
+        raise CaptureError(f"the recorder made {len(listed)} nodes but only "
                            f"{len(node_store)} distinct ids")
+    succ.update({node_id: {} for node_id in node_store})
+    pred.update({node_id: {} for node_id in node_store})
     try:
         for source, target, attrs in events.edges:
             succ[source][target] = pred[target][source] = attrs if share else attrs.copy()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CallRecord", "TensorRecord", "OpRecord", "Events", "Attrs", "layer_id"]
+__all__ = ["CallRecord", "TensorRecord", "RawTensor", "OpRecord", "Events", "Attrs", "layer_id"]
 
 Attrs = dict[str, Any]
 
@@ -55,27 +55,34 @@ class TensorRecord:
 
     ``call`` is the index of the call that produced it (-1 for the model's inputs);
     ``grad_fn`` is dropped once the forward is walked, so that nothing is kept alive.
-    ``node_id`` and ``attrs`` are filled in after the forward, like a call's.
+    The hooks note a :data:`RawTensor` tuple; the record, its ``node_id`` and ``attrs``
+    are made after the forward, like a call's.
     """
 
     __slots__ = ("number", "version", "shape", "dtype", "device", "requires_grad", "call",
                  "seq", "t", "grad_fn", "output_nr", "node_id", "attrs")
 
-    def __init__(self, number: int, version: int, tensor: Any, call: int, seq: int,
-                 t: int) -> None:
+    def __init__(self, number: int, version: int, shape: Any, dtype: Any, device: Any,
+                 requires_grad: bool, call: int, seq: int, t: int, grad_fn: Any,
+                 output_nr: int) -> None:
         self.number = number
         self.version = version
-        self.shape = tensor.shape
-        self.dtype = tensor.dtype
-        self.device = tensor.device
-        self.requires_grad = tensor.requires_grad
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+        self.requires_grad = requires_grad
         self.call = call
         self.seq = seq
         self.t = t
-        self.grad_fn = grad_fn = tensor.grad_fn
-        self.output_nr = tensor.output_nr if grad_fn is not None else 0
-        self.node_id = ""
+        self.grad_fn = grad_fn
+        self.output_nr = output_nr
+        self.node_id = f"tensor:{number}@v{version}"
         self.attrs: Attrs = {}
+
+
+#: What the hooks note of a tensor, in :class:`TensorRecord`'s argument order: a tuple
+#: costs a fraction of an object, and it is made between layers.
+RawTensor = tuple[int, int, Any, Any, Any, bool, int, int, int, Any, int]
 
 
 #: One autograd-recorded op: ``(node_id, attrs)``. A plain tuple: thousands are made per

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 from torch.nn.modules import module as torch_module
 
-from torchgraphrec.capture.events import CallRecord, Events, TensorRecord, layer_id
+from torchgraphrec.capture.events import CallRecord, Events, RawTensor, TensorRecord, layer_id
 from torchgraphrec.capture.structures import flatten_tensors
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.gcpause import gc_paused
@@ -37,21 +37,28 @@ class TensorDescriber:
     """A tensor's shape, label, dtype and device as the schema's plain values, each
     distinct one converted once.
 
+    The conversions are shared by all describers (up to :attr:`LIMIT` shapes): the same
+    shape tuples then serve every recording, and once the collector has seen that they hold
+    only integers it stops tracking them, and the node dicts that hold them.
+
     >>> describe = TensorDescriber()
     >>> x = torch.zeros(2, 3)
     >>> describe(x.shape, x.dtype, x.device)
     ((2, 3), '(2, 3)', 'float32', 'cpu')
     """
 
-    def __init__(self) -> None:
-        self._shapes: dict[Any, tuple[tuple[int, ...], str]] = {}
-        self._names: dict[Any, str] = {}
+    LIMIT = 4096
+    _shapes: dict[Any, tuple[tuple[int, ...], str]] = {}
+    _names: dict[Any, str] = {}
 
     def __call__(self, shape: Any, dtype: Any, device: Any) -> tuple[tuple[int, ...], str, str, str]:
-        described, names = self._shapes.get(shape), self._names
+        shapes, names = self._shapes, self._names
+        described = shapes.get(shape)
         if described is None:
+            if len(shapes) >= self.LIMIT:
+                shapes.clear()
             plain = tuple(shape)
-            described = self._shapes[shape] = (plain, str(plain))
+            described = shapes[shape] = (plain, str(plain))
         dtype_name = names.get(dtype) or self._name(dtype)
         return described[0], described[1], dtype_name, names.get(device) or self._name(device)
 
@@ -93,7 +100,8 @@ class CallTracker:
         self._numbers = 0
         self._call_counts: dict[int, int] = {}
         self.first_call: dict[int, int] = {}  # filled by describe_pending()
-        self._described_calls = self._described_tensors = 0
+        self._described_calls = 0
+        self._raw: list[RawTensor] = []  # tensors seen since describe_pending() last ran
         self.describe = TensorDescriber()
         self._handles: list[Any] = []
         self._thread = -1
@@ -137,20 +145,19 @@ class CallTracker:
         versions = entry[1]
         index = versions.get(version)
         if index is None:
-            index = versions[version] = self._new_tensor(tensor, entry[2], version, call, t)
-        else:
+            events, raw = self.events, self._raw
+            index = versions[version] = len(events.tensors) + len(raw)
+            events.seq += 1
+            grad_fn = tensor.grad_fn
+            raw.append((entry[2], version, tensor.shape, tensor.dtype, tensor.device,
+                        tensor.requires_grad, call, events.seq, t, grad_fn,
+                        tensor.output_nr if grad_fn is not None else 0))
+        elif index < len(self.events.tensors):
             record = self.events.tensors[index]
             if record.grad_fn is None and tensor.grad_fn is not None:
                 # seen in an earlier top-level call, whose walk let go of its grad_fn
                 record.grad_fn, record.output_nr = tensor.grad_fn, tensor.output_nr
         return index
-
-    def _new_tensor(self, tensor: torch.Tensor, number: int, version: int, call: int,
-                    t: int) -> int:
-        events = self.events
-        events.seq += 1
-        events.tensors.append(TensorRecord(number, version, tensor, call, events.seq, t))
-        return len(events.tensors) - 1
 
     def _pre_hook(self, module: torch.nn.Module, args: tuple) -> None:
         # Record only the model's own modules, on the recording thread, outside a backward
@@ -248,15 +255,17 @@ class CallTracker:
                 "t_start_ns": call.t_start - t0, "t_end_ns": call.t_end - t0,
                 "num_params": self._num_params[module],
             }
-        describe = self.describe
-        for record in tensors[self._described_tensors:]:
+        describe, raw = self.describe, self._raw
+        self._raw = []
+        for fields in raw:
+            record = TensorRecord(*fields)
+            tensors.append(record)
             shape, label, dtype, device = describe(record.shape, record.dtype, record.device)
             if record.call >= 0:
                 producer = calls[record.call]
                 parent, depth = producer.node_id, producer.depth + 1
             else:
                 parent, depth = None, 0
-            record.node_id = f"tensor:{record.number}@v{record.version}"
             record.attrs = {
                 "kind": "tensor", "label": label, "parent": parent, "depth": depth,
                 "seq": record.seq, "shape": shape, "dtype": dtype, "device": device,
@@ -267,7 +276,7 @@ class CallTracker:
             call = calls[index]
             call.attrs["inputs"] = _unique_ids(call.inputs, tensors)
             call.attrs["outputs"] = _unique_ids(call.outputs, tensors)
-        self._described_calls, self._described_tensors = len(calls), len(tensors)
+        self._described_calls = len(calls)
 
     def _observe_enter(self, module_index: int, args: tuple) -> None:
         if self.observer is not None and self.observer.watches(module_index):
