@@ -1,0 +1,120 @@
+"""The capture internals' own promises: structures, placement, descriptions, graph hand-off."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+import torchgraphrec as tgr
+from helpers import nodes_of
+from torchgraphrec.capture import autograd
+from torchgraphrec.capture.autograd import place
+from torchgraphrec.capture.hooks import TensorDescriber
+from torchgraphrec.capture.structures import flatten_tensors
+from torchgraphrec.capture.tables import ModuleTable
+
+
+@dataclasses.dataclass
+class Pair:
+    first: torch.Tensor
+    rest: list
+
+
+def test_flatten_keeps_depth_first_order_through_every_container() -> None:
+    a, b, c, d = (torch.full((1,), float(i)) for i in range(4))
+    nested = ({"x": a, "skip": None}, [Pair(b, [c, "text"])], (d,))
+    assert [t.item() for t in flatten_tensors(nested)] == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_flatten_visits_a_self_containing_list_once_and_leaves_generators_alone() -> None:
+    x = torch.zeros(1)
+    loop: list = [x]
+    loop.append(loop)
+    generator = (torch.ones(1) for _ in range(3))
+    assert flatten_tensors((loop, generator)) == [x]
+    assert len(list(generator)) == 3
+
+
+def test_place_gives_ties_to_the_later_breakpoint_and_holds_after_the_last() -> None:
+    breaks = [(0, 0, 100), (4, 1, 200), (4, 0, 300), (8, 2, 700)]
+    assert place(breaks, [0, 3, 4, 7, 8, 12]) == [
+        (0, 100), (0, 175), (0, 300), (0, 600), (2, 700), (2, 700)]
+
+
+def test_describer_shares_conversions_and_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(TensorDescriber, "_shapes", {})
+    monkeypatch.setattr(TensorDescriber, "LIMIT", 2)
+    x = torch.zeros(2, 3)
+    first = TensorDescriber()(x.shape, x.dtype, x.device)
+    again = TensorDescriber()(x.shape, x.dtype, x.device)
+    assert first == ((2, 3), "(2, 3)", "float32", "cpu") and first[0] is again[0]
+    for size in range(1, 6):
+        TensorDescriber()(torch.Size([size]), x.dtype, x.device)
+    assert len(TensorDescriber._shapes) <= 2
+
+
+def test_table_numbers_modules_as_named_modules_does() -> None:
+    shared = nn.Linear(2, 2)
+    model = nn.Sequential(nn.Sequential(shared, nn.ReLU()), shared, nn.Linear(2, 1))
+    table = ModuleTable(model)
+    assert table.qualnames == [name for name, _ in model.named_modules()]
+    assert table.param_names[id(shared.weight)] == "0.0.weight"
+    assert table.module_by_qualname("2") == 4 and table.module_by_qualname("nope") is None
+
+
+def test_a_wide_walk_past_the_chain_limit_is_measured_not_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(autograd, "MAX_CHAIN", 5)
+
+    class Wide(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.stack([x * i for i in range(20)]).sum()
+
+    graph = tgr.record(Wide(), torch.randn(3, requires_grad=True)).graph
+    assert len(nodes_of(graph, "op")) == 22
+
+
+def test_a_chain_past_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(autograd, "MAX_CHAIN", 5)
+
+    class Chain(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for _ in range(20):
+                x = x * 2
+            return x
+
+    with pytest.raises(tgr.CaptureError, match="chains more than 5 autograd ops"):
+        tgr.record(Chain(), torch.randn(3, requires_grad=True))
+
+
+def test_a_graph_handed_out_never_changes_when_the_recorder_records_on() -> None:
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    with tgr.Recorder(model) as rec:
+        model(torch.randn(2, 3))
+        early = rec.graph
+        early.nodes["layer:#0"]["mine"] = True
+        model(torch.randn(2, 3))
+        later = rec.graph
+    assert len(early) < len(later)
+    assert "mine" not in later.nodes["layer:#0"]
+    assert later.nodes["layer:#1"]["call_index"] == 1
+
+
+def test_the_graph_read_inside_a_forward_shows_the_forwards_finished_so_far() -> None:
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    seen: list = []
+    with tgr.Recorder(model) as rec:
+        model(torch.randn(2, 3))
+        handle = model[1].register_forward_hook(lambda *_: seen.append(rec.graph))
+        try:
+            model(torch.randn(2, 3))
+        finally:
+            handle.remove()
+        whole = rec.graph
+    tgr.validate(seen[0])
+    tgr.validate(whole)
+    assert {a["call_index"] for _, a in seen[0].nodes(data=True) if a["kind"] == "layer"} == {0}
+    assert {a["call_index"] for _, a in whole.nodes(data=True) if a["kind"] == "layer"} == {0, 1}
