@@ -118,3 +118,15 @@ def test_the_graph_read_inside_a_forward_shows_the_forwards_finished_so_far() ->
     tgr.validate(whole)
     assert {a["call_index"] for _, a in seen[0].nodes(data=True) if a["kind"] == "layer"} == {0}
     assert {a["call_index"] for _, a in whole.nodes(data=True) if a["kind"] == "layer"} == {0, 1}
+
+
+def test_num_params_counts_nested_parameters_once_each() -> None:
+    inner = nn.Sequential(nn.Linear(3, 4), nn.Sequential(nn.Linear(4, 2)))
+    model = nn.Sequential(inner, nn.ReLU(), nn.Linear(2, 3))
+    table = ModuleTable(model)
+    expected = [sum(p.numel() for p in module.parameters()) for module in table.modules]
+    assert table.all_num_params() == expected
+    assert expected[0] == 16 + 10 + 9
+
+    model[2].bias = inner[0].bias  # tied: one parameter under two names counts once
+    assert ModuleTable(model).all_num_params()[0] == 16 + 10 + 6

@@ -30,7 +30,8 @@ class ModuleTable:
         self.labels: list[str] = []  # the layer nodes' labels
         self.param_names: dict[int, str] = {}
         self.param_owner: dict[str, int] = {}
-        self._params: list[tuple[str, Any]] = []
+        self._params: list[tuple[int, Any]] = []  # (owner index, parameter)
+        self._parents: list[int] = []  # each module's index of the module it was found in
         self._num_params: list[int] | None = None
         self._by_qualname: dict[str, int] | None = None
         self._traverse(model)
@@ -39,13 +40,14 @@ class ModuleTable:
         # An explicit pre-order stack: named_modules()'s nested generators cost a hop per
         # level for every module, and this table is made on every record().
         index_of, param_names = self.index_of, self.param_names
-        stack: list[tuple[str, nn.Module]] = [("", model)]
+        stack: list[tuple[str, nn.Module, int]] = [("", model, -1)]
         while stack:
-            qualname, module = stack.pop()
+            qualname, module, parent = stack.pop()
             if id(module) in index_of:
                 continue
             index = index_of[id(module)] = len(self.modules)
             self.modules.append(module)
+            self._parents.append(parent)
             self.qualnames.append(qualname)
             type_name = type(module).__name__
             self.types.append(type_name)
@@ -55,8 +57,8 @@ class ModuleTable:
                 if param is not None and id(param) not in param_names:
                     param_names[id(param)] = full_name = prefix + name
                     self.param_owner[full_name] = index
-                    self._params.append((full_name, param))
-            children = [(prefix + name, child) for name, child in module._modules.items()
+                    self._params.append((index, param))
+            children = [(prefix + name, child, index) for name, child in module._modules.items()
                         if child is not None]
             stack += reversed(children)
 
@@ -70,15 +72,11 @@ class ModuleTable:
         """How many parameter elements each module holds, nested ones included, by index
         (computed once)."""
         if self._num_params is None:
-            totals = dict.fromkeys(self.qualnames, 0)
-            for qualname, param in self._params:
-                size = param.numel()
-                module_name = qualname.rpartition(".")[0]
-                while True:  # every enclosing module, up to the root ("")
-                    if module_name in totals:
-                        totals[module_name] += size
-                    if not module_name:
-                        break
-                    module_name = module_name.rpartition(".")[0]
-            self._num_params = [totals[qualname] for qualname in self.qualnames]
+            totals = [0] * len(self.modules)
+            for owner, param in self._params:
+                totals[owner] += param.numel()
+            # pre-order puts every module after the one it was found in: sum bottom-up
+            for index in range(len(totals) - 1, 0, -1):
+                totals[self._parents[index]] += totals[index]
+            self._num_params = totals
         return self._num_params
