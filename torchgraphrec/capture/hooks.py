@@ -19,6 +19,7 @@ from torchgraphrec.gcpause import gc_paused
 
 __all__ = ["CallTracker", "TensorDescriber"]
 
+_Tensor = torch.Tensor
 _peek_sequence_nr: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
 _now = time.perf_counter_ns
 _thread_id = threading.get_ident
@@ -159,6 +160,10 @@ class CallTracker:
                 record.grad_fn, record.output_nr = tensor.grad_fn, tensor.output_nr
         return index
 
+    # The two hooks run between layers, whose compute leaves the caches cold: they are kept
+    # to one function each, with the one-tensor case inline, since in place every extra
+    # call and object costs several times what it costs in a microbenchmark.
+
     def _pre_hook(self, module: torch.nn.Module, args: tuple) -> None:
         # Record only the model's own modules, on the recording thread, outside a backward
         # pass (checkpoint recomputation), while the recorder is healthy.
@@ -169,7 +174,23 @@ class CallTracker:
             return
         try:
             if not self.graph_done:
-                self._enter(module_index, args)
+                t, seq = _now(), _peek_sequence_nr()
+                stack, events = self.stack, self.events
+                if stack:
+                    parent = stack[-1]
+                else:
+                    parent = -1
+                    self._begin_session()
+                if type(args) is tuple and len(args) == 1 and isinstance(args[0], _Tensor):
+                    inputs = [self.see(args[0], parent, t)]
+                else:
+                    inputs = [self.see(x, parent, t) for x in flatten_tensors(args)]
+                index = len(events.calls)
+                events.seq += 1
+                events.calls.append(CallRecord(module_index, parent, len(stack), events.seq, t,
+                                               seq, inputs))
+                stack.append(index)
+                self.breaks.append((seq, index, t))
             if self.observer is not None:
                 self._observe_enter(module_index, args)
         except Exception as exc:  # a recorder bug must never break the user's forward
@@ -188,48 +209,31 @@ class CallTracker:
             kwargs, output = ({}, None) if raised else rest
             if self.graph_done:
                 return self._observe_leave(module_index, kwargs, output, raised)
-            return self._leave(module_index, kwargs, output, raised)
+            t, seq = _now(), _peek_sequence_nr()
+            stack, calls = self.stack, self.events.calls
+            if not stack or calls[stack[-1]].module != module_index:
+                raise RuntimeError("module calls did not nest: a forward hook was skipped")
+            index = stack.pop()
+            call = calls[index]
+            call.t_end, call.seq_end = t, seq
+            if kwargs:
+                call.inputs += [self.see(x, call.parent, call.t_start)
+                                for x in flatten_tensors(kwargs)]
+            if raised:
+                self._note(sys.exc_info()[1], index)
+            elif isinstance(output, _Tensor):
+                call.outputs = [self.see(output, index, t)]
+            else:
+                call.outputs = [self.see(x, index, t) for x in flatten_tensors(output)]
+            edited = None if self.observer is None else \
+                self._observe_leave(module_index, kwargs, output, raised)
+            self.breaks.append((seq, call.parent, t))
+            if not stack:
+                self._end_session()
+            return edited
         except Exception as exc:
             self._fail(exc)
             return None
-
-    def _enter(self, module_index: int, args: tuple) -> None:
-        t, seq = _now(), _peek_sequence_nr()
-        stack, events = self.stack, self.events
-        if stack:
-            parent = stack[-1]
-        else:
-            parent = -1
-            self._begin_session()
-        see = self.see
-        inputs = [see(x, parent, t) for x in flatten_tensors(args)]
-        index = len(events.calls)
-        events.seq += 1
-        events.calls.append(CallRecord(module_index, parent, len(stack), events.seq, t, seq, inputs))
-        stack.append(index)
-        self.breaks.append((seq, index, t))
-
-    def _leave(self, module_index: int, kwargs: dict, output: Any, raised: bool) -> Any:
-        t, seq = _now(), _peek_sequence_nr()
-        stack, events = self.stack, self.events
-        if not stack or events.calls[stack[-1]].module != module_index:
-            raise RuntimeError("module calls did not nest: a forward hook was skipped")
-        index = stack.pop()
-        call = events.calls[index]
-        call.t_end, call.seq_end = t, seq
-        see = self.see
-        if kwargs:
-            call.inputs += [see(x, call.parent, call.t_start) for x in flatten_tensors(kwargs)]
-        if raised:
-            self._note(sys.exc_info()[1], index)
-        else:
-            call.outputs = [see(x, index, t) for x in flatten_tensors(output)]
-        edited = None if self.observer is None else \
-            self._observe_leave(module_index, kwargs, output, raised)
-        self.breaks.append((seq, call.parent, t))
-        if not stack:
-            self._end_session()
-        return edited
 
     def describe_pending(self) -> None:
         """Give the calls and tensors recorded since the last time their node ids and
