@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
 import time
@@ -106,7 +105,7 @@ class CallTracker:
         self.describe = TensorDescriber()
         self._handles: list[Any] = []
         self._thread = -1
-        self._gc = contextlib.ExitStack()  # holds gc_paused() from a forward's start to end
+        self._gc: gc_paused | None = None  # held from a forward's start to its end
         self._noted: BaseException | None = None
 
     def attach(self) -> None:
@@ -310,7 +309,9 @@ class CallTracker:
         self.session_start = len(self.events.calls)
         # The collector's passes over the many small records made during capture cost
         # about half a forward on deep models; it is off for the forward only.
-        self._gc.enter_context(gc_paused())
+        if self._gc is None:
+            self._gc = gc_paused()
+            self._gc.__enter__()
 
     def _end_session(self) -> None:
         try:
@@ -321,7 +322,9 @@ class CallTracker:
             self._restore_gc()
 
     def _restore_gc(self) -> None:
-        self._gc.close()
+        if self._gc is not None:
+            self._gc.__exit__()
+            self._gc = None
 
     def _fail(self, exc: Exception) -> None:
         self.failure = exc
