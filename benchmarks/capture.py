@@ -11,7 +11,7 @@ ratio (torchviz on GPT-2 measured 1.01x that way, 1.20x with a collection before
 call). A peer that raises is shown as ``FAIL:<exception>``; one not installed as
 ``-`` (``pip install -e ".[bench]"`` installs them).
 
-    python benchmarks/capture.py                       # everything (a few minutes)
+    python benchmarks/capture.py                       # everything (about 15 minutes)
     python benchmarks/capture.py --models mlp_deep_200 gpt2_small --tools torchgraphrec
 """
 
@@ -53,7 +53,7 @@ def measure(tool: str, model_name: str, budget_s: float) -> dict:
     plain_times, capture_times = [], []
     start = time.perf_counter()
     while len(capture_times) < 5 or (time.perf_counter() - start < budget_s
-                                     and len(capture_times) < 31):
+                                     and len(capture_times) < 41):
         plain_times.append(_per_call(plain, calls))
         capture_times.append(_per_call(capture, calls))
     forward, captured = statistics.median(plain_times), statistics.median(capture_times)
@@ -102,14 +102,15 @@ def cell(result: dict) -> str:
 
 
 def report(results: dict[str, dict[str, dict]], tools: list[str]) -> None:
-    width = max(len(t) for t in tools) + 2
-    print(f"\n{'model':18s}{'fwd ms':>9s}{'calls':>7s}" + "".join(f"{t:>{width}s}" for t in tools))
+    cells = {model_name: {t: cell(row[t]) for t in tools} for model_name, row in results.items()}
+    widths = {t: 2 + max([len(t)] + [len(row[t]) for row in cells.values()]) for t in tools}
+    print(f"\n{'model':18s}{'fwd ms':>9s}{'calls':>7s}" + "".join(f"{t:>{widths[t]}s}" for t in tools))
     for model_name, row in results.items():
         base = next((r for r in row.values() if r["status"] == "ok"), None)
         forward = f"{base['forward_ms']:.2f}" if base else "?"
         calls = str(base["module_calls"]) if base else "?"
         print(f"{model_name:18s}{forward:>9s}{calls:>7s}"
-              + "".join(f"{cell(row[t]):>{width}s}" for t in tools))
+              + "".join(f"{cells[model_name][t]:>{widths[t]}s}" for t in tools))
     _report_targets(results)
     _report_scaling(results)
 
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*")
     parser.add_argument("--tools", nargs="*")
-    parser.add_argument("--budget", type=float, default=3.0, help="seconds of timing per cell")
+    parser.add_argument("--budget", type=float, default=5.0, help="seconds of timing per cell")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per cell")
     parser.add_argument("--child", nargs=2, metavar=("TOOL", "MODEL"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)

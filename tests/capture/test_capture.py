@@ -9,8 +9,10 @@ import torch
 from torch import nn
 
 import torchgraphrec as tgr
-from helpers import nodes_of
+from helpers import hook_state, nodes_of
+from models import Raising
 from torchgraphrec.capture import autograd
+from torchgraphrec.capture.hooks import CallTracker
 from torchgraphrec.capture.autograd import place
 from torchgraphrec.capture.hooks import TensorDescriber
 from torchgraphrec.capture.structures import flatten_tensors
@@ -130,3 +132,28 @@ def test_num_params_counts_nested_parameters_once_each() -> None:
 
     model[2].bias = inner[0].bias  # tied: one parameter under two names counts once
     assert ModuleTable(model).all_num_params()[0] == 16 + 10 + 6
+
+
+def test_a_recorder_bug_after_the_forward_is_reported_and_leaves_nothing_behind(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: CallTracker) -> None:
+        raise KeyError("describing went wrong")
+
+    monkeypatch.setattr(CallTracker, "describe_pending", broken)
+    model = nn.Sequential(nn.Linear(3, 3))
+    before = hook_state(model)
+    with pytest.raises(tgr.CaptureError, match="describing went wrong"):
+        tgr.record(model, torch.randn(2, 3))
+    assert hook_state(model) == before
+
+
+def test_a_recorder_bug_never_masks_the_users_exception(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: CallTracker) -> None:
+        raise KeyError("describing went wrong")
+
+    monkeypatch.setattr(CallTracker, "describe_pending", broken)
+    model = Raising()
+    before = hook_state(model)
+    with pytest.raises(ValueError, match="bad input shape"):
+        tgr.record(model, torch.randn(2, 3))
+    assert hook_state(model) == before

@@ -1,4 +1,4 @@
-"""The forward hooks: they note module calls and boundary tensors, and nothing more."""
+"""The forward hooks, which note module calls and boundary tensors, and naming them after."""
 
 from __future__ import annotations
 
@@ -77,8 +77,9 @@ def _version_of(tensor: torch.Tensor) -> int:
 class CallTracker:
     """Global module hooks, filtered to one model's modules and one thread.
 
-    The hooks append records to :class:`Events` and hand each finished top-level call (a
-    *session*) to ``on_session_end``, which walks its autograd graph while it is alive.
+    The hooks append raw records to :class:`Events` and hand each finished top-level call
+    (a *session*) to ``on_session_end``, which gives the records their ids and attributes
+    (:meth:`describe_pending`) and walks the session's autograd graph while it is alive.
     Breakpoints ``(sequence_nr, call, time)`` mark which call was innermost from which
     autograd sequence number on, so that ops can be attributed by their ``_sequence_nr``.
     """

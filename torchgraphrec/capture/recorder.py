@@ -115,7 +115,10 @@ class Recorder:
         if tracker is None:
             return
         tracker.detach()
-        tracker.describe_pending()  # a forward that failed never reached its session's end
+        try:  # a forward that failed never reached its session's end
+            tracker.describe_pending()
+        except Exception as error:  # a recorder bug: reported below, never masking the user's
+            tracker.failure = tracker.failure or error
         self._clock.detach()
         if self._engine is not None:
             self._engine.detach()
