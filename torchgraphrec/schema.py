@@ -23,8 +23,9 @@ Nodes
     ``layer``: one call of one module.
         ``qualname`` (from ``named_modules``, ``""`` for the root), ``type`` (class name),
         ``call_index`` (0, 1, ... per module), ``t_start_ns`` and ``t_end_ns`` (forward, in
-        ns since the recording started), ``num_params`` (the module's parameters, nested
-        ones included), ``inputs`` and ``outputs`` (tuples of the ids of the tensor nodes the
+        ns since the recording started), ``num_params`` (the module's parameter elements,
+        nested ones included, counted when the graph is built; lazy parameters not yet
+        materialized count 0), ``inputs`` and ``outputs`` (tuples of the ids of the tensor nodes the
         call received and returned; :func:`~torchgraphrec.collapse` keeps them as they were,
         so they may name tensors folded away).
     ``tensor``: a tensor at a module call's boundary (an input or output of some call).
@@ -33,7 +34,8 @@ Nodes
         inputs, ``output`` for its outputs, else ``intermediate``) and ``version`` (the
         tensor's in-place version counter: an in-place op makes a new node, never a cycle).
     ``param``: a parameter, one node however many calls use it.
-        ``qualname`` (e.g. ``"encoder.0.weight"``), ``shape``, ``dtype``, ``requires_grad``.
+        ``qualname`` (e.g. ``"encoder.0.weight"``), ``shape``, ``dtype``, ``requires_grad``,
+        as they were when the recorded forward first used it.
     ``op``: one autograd-recorded operation.
         ``name`` (the forward op, e.g. ``"addmm"``) and ``grad_fn`` (e.g.
         ``"AddmmBackward0"``).

@@ -31,6 +31,15 @@ def test_flatten_keeps_depth_first_order_through_every_container() -> None:
     assert [t.item() for t in flatten_tensors(nested)] == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_flatten_reads_dict_subclasses_whose_values_are_a_generator() -> None:
+    class Lazy(dict):
+        def values(self):  # type: ignore[override]
+            return (value for value in super().values())
+
+    a, b = torch.zeros(1), torch.ones(1)
+    assert flatten_tensors(Lazy(x=a, y=b)) == [a, b]
+
+
 def test_flatten_visits_a_self_containing_list_once_and_leaves_generators_alone() -> None:
     x = torch.zeros(1)
     loop: list = [x]
@@ -157,3 +166,37 @@ def test_a_recorder_bug_never_masks_the_users_exception(monkeypatch: pytest.Monk
     with pytest.raises(ValueError, match="bad input shape"):
         tgr.record(model, torch.randn(2, 3))
     assert hook_state(model) == before
+
+
+def test_lazy_modules_record_and_count_their_materialized_parameters() -> None:
+    model = nn.Sequential(nn.LazyLinear(4), nn.ReLU())
+    graph = tgr.record(model, torch.randn(2, 3)).graph
+    assert graph.nodes["layer:#0"]["num_params"] == 3 * 4 + 4
+    assert graph.nodes["param:0.weight"]["shape"] == (4, 3)
+
+
+def test_params_are_described_as_the_forward_used_them() -> None:
+    model = nn.Sequential(nn.Linear(3, 2))
+    with tgr.Recorder(model) as rec:
+        model(torch.randn(1, 3))
+    model.double().requires_grad_(False)
+    attrs = rec.graph.nodes["param:0.weight"]
+    assert (attrs["dtype"], attrs["requires_grad"]) == ("float32", True)
+
+
+def test_a_forward_interrupted_without_hooks_shows_once_the_block_ends() -> None:
+    class Interrupted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.a(x)
+            raise KeyboardInterrupt  # torch runs no always_call hook for it
+
+    model = Interrupted()
+    with tgr.Recorder(model) as rec:
+        with pytest.raises(KeyboardInterrupt):
+            model(torch.randn(2, 3))
+        assert len(rec.graph) == 0  # the forward never finished
+    assert {"layer:#0", "layer:a#0"} <= set(rec.graph)

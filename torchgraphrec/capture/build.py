@@ -6,36 +6,39 @@ from typing import Iterator
 
 import networkx as nx
 import torch
-from torch import nn
 
 from torchgraphrec.capture.events import Attrs, Events, layer_id
+from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.errors import CaptureError
 from torchgraphrec.schema import SCHEMA_VERSION
 
 __all__ = ["build_graph", "layer_id"]
 
 
-def build_graph(events: Events, model: nn.Module, *, share: bool = False) -> nx.DiGraph:
+def build_graph(events: Events, table: ModuleTable, *, share: bool = False) -> nx.DiGraph:
     """A graph in the schema of :mod:`torchgraphrec.schema` from ``events``.
 
-    The records already hold every node's attributes; with ``share`` the graph takes those
-    dicts as they are (for a recording built once), otherwise it gets copies, so that a
-    graph handed out earlier never changes when the recorder records on.
+    The records already hold every node's attributes but the layers' ``num_params``,
+    counted now (lazy modules have their parameters only after a forward). With ``share``
+    the graph takes the records' dicts as they are (for a recording built once), otherwise
+    it gets copies, so that a graph handed out earlier never changes when the recorder
+    records on.
     """
     graph = nx.DiGraph(
         schema_version=SCHEMA_VERSION,
-        model=type(model).__qualname__,
+        model=type(table.model).__qualname__,
         torch_version=str(torch.__version__),
     )
-    _fill(graph, _nodes(events), events, share)
+    _fill(graph, _nodes(events, table.all_num_params() if events.calls else []), events, share)
     return graph
 
 
-def _nodes(events: Events) -> Iterator[tuple[str, Attrs]]:
+def _nodes(events: Events, num_params: list[int]) -> Iterator[tuple[str, Attrs]]:
     # A forward still running (the graph read from inside a hook) has records without ids
     # yet; the graph then shows every forward finished so far.
     for call in events.calls:
         if call.node_id:
+            call.attrs["num_params"] = num_params[call.module]
             yield call.node_id, call.attrs
     for record in events.tensors:
         yield record.node_id, record.attrs

@@ -113,7 +113,6 @@ class CallTracker:
         """Start listening (on the calling thread)."""
         self._thread = threading.get_ident()
         self.events.t0 = _now()
-        self._num_params = self.table.all_num_params()
         self._handles.append(torch_module.register_module_forward_pre_hook(self._pre_hook))
         self._handles.append(torch_module.register_module_forward_hook(
             self._post_hook, with_kwargs=True, always_call=True))
@@ -257,7 +256,7 @@ class CallTracker:
                 "depth": call.depth, "seq": call.seq, "qualname": qualname,
                 "type": table.types[module], "call_index": call_index,
                 "t_start_ns": call.t_start - t0, "t_end_ns": call.t_end - t0,
-                "num_params": self._num_params[module],
+                "num_params": 0,  # counted when the graph is built
             }
         describe, raw = self.describe, self._raw
         self._raw = []

@@ -125,6 +125,7 @@ class Recorder:
         for record in self._events.tensors:
             record.grad_fn = None
         self._tracker = None
+        self._recording = None  # exiting may have named records no stamp counts
         failure = tracker.failure or (self._engine.failure if self._engine else None)
         if isinstance(failure, CaptureError) and exc is None:
             raise failure
@@ -193,12 +194,13 @@ class Recorder:
         from torchgraphrec.recording import Recording
 
         with gc_paused():  # the collector's passes cost more than the build itself
-            graph = build_graph(self._events, self.model, share=share)
+            graph = build_graph(self._events, self._table or ModuleTable(self.model), share=share)
             self._clock.annotate(graph, self._events.t0)
             annotate(graph, self.store)
         return Recording(graph)
 
     @property
     def graph(self) -> nx.DiGraph:
-        """The recorded graph (``self.recording.graph``)."""
+        """The recorded graph (``self.recording.graph``); read inside a forward, it holds
+        the forwards finished so far."""
         return self.recording.graph

@@ -39,7 +39,7 @@ def flatten_tensors(value: Any) -> list[torch.Tensor]:
         if isinstance(item, (tuple, list)):
             children = item
         elif isinstance(item, dict):
-            children = item.values()
+            children = list(item.values())  # a subclass may make values() a generator
         elif dataclasses.is_dataclass(item) and not isinstance(item, type):
             children = [getattr(item, field.name) for field in dataclasses.fields(item)]
         else:

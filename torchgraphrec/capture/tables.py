@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 __all__ = ["ModuleTable"]
 
@@ -31,52 +32,42 @@ class ModuleTable:
         self.param_names: dict[int, str] = {}
         self.param_owner: dict[str, int] = {}
         self._params: list[tuple[int, Any]] = []  # (owner index, parameter)
-        self._parents: list[int] = []  # each module's index of the module it was found in
-        self._num_params: list[int] | None = None
-        self._by_qualname: dict[str, int] | None = None
+        self._parents: list[int] = []  # the index of the module each was found in
+        self._by_qualname: dict[str, int] = {}
         self._traverse(model)
 
     def _traverse(self, model: nn.Module) -> None:
-        # An explicit pre-order stack: named_modules()'s nested generators cost a hop per
-        # level for every module, and this table is made on every record().
-        index_of, param_names = self.index_of, self.param_names
-        stack: list[tuple[str, nn.Module, int]] = [("", model, -1)]
-        while stack:
-            qualname, module, parent = stack.pop()
-            if id(module) in index_of:
-                continue
-            index = index_of[id(module)] = len(self.modules)
+        index_of, param_names, parents = self.index_of, self.param_names, self._parents
+        by_name: dict[str, int] = {}
+        # named_modules(), as probe selectors use it: the same order, names and overrides
+        for qualname, module in model.named_modules():
+            index = index_of[id(module)] = by_name[qualname] = len(self.modules)
             self.modules.append(module)
-            self._parents.append(parent)
             self.qualnames.append(qualname)
             type_name = type(module).__name__
             self.types.append(type_name)
             self.labels.append(f"{qualname}: {type_name}" if qualname else type_name)
+            parents.append(by_name.get(qualname.rpartition(".")[0], -1) if qualname else -1)
             prefix = qualname + "." if qualname else ""
             for name, param in module._parameters.items():
                 if param is not None and id(param) not in param_names:
                     param_names[id(param)] = full_name = prefix + name
                     self.param_owner[full_name] = index
                     self._params.append((index, param))
-            children = [(prefix + name, child, index) for name, child in module._modules.items()
-                        if child is not None]
-            stack += reversed(children)
+        self._by_qualname = by_name
 
     def module_by_qualname(self, qualname: str) -> int | None:
         """The index of the module named ``qualname``, if there is one."""
-        if self._by_qualname is None:
-            self._by_qualname = {name: index for index, name in enumerate(self.qualnames)}
         return self._by_qualname.get(qualname)
 
     def all_num_params(self) -> list[int]:
-        """How many parameter elements each module holds, nested ones included, by index
-        (computed once)."""
-        if self._num_params is None:
-            totals = [0] * len(self.modules)
-            for owner, param in self._params:
+        """How many parameter elements each module holds now, nested ones included, by
+        index; a lazy parameter not yet materialized counts 0."""
+        totals = [0] * len(self.modules)
+        for owner, param in self._params:
+            if not is_lazy(param):
                 totals[owner] += param.numel()
-            # pre-order puts every module after the one it was found in: sum bottom-up
-            for index in range(len(totals) - 1, 0, -1):
-                totals[self._parents[index]] += totals[index]
-            self._num_params = totals
-        return self._num_params
+        # named_modules() lists every module after the one it was found in: sum bottom-up
+        for index in range(len(totals) - 1, 0, -1):
+            totals[self._parents[index]] += totals[index]
+        return totals
