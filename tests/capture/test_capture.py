@@ -143,12 +143,17 @@ def test_num_params_counts_nested_parameters_once_each() -> None:
     assert ModuleTable(model).all_num_params()[0] == 16 + 10 + 6
 
 
-def test_a_recorder_bug_after_the_forward_is_reported_and_leaves_nothing_behind(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def broken_describe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recorder bug in the pass that names the records after a forward."""
     def broken(self: CallTracker) -> None:
         raise KeyError("describing went wrong")
 
     monkeypatch.setattr(CallTracker, "describe_pending", broken)
+
+
+@pytest.mark.usefixtures("broken_describe")
+def test_a_recorder_bug_after_the_forward_is_reported_and_leaves_nothing_behind() -> None:
     model = nn.Sequential(nn.Linear(3, 3))
     before = hook_state(model)
     with pytest.raises(tgr.CaptureError, match="describing went wrong"):
@@ -156,11 +161,8 @@ def test_a_recorder_bug_after_the_forward_is_reported_and_leaves_nothing_behind(
     assert hook_state(model) == before
 
 
-def test_a_recorder_bug_never_masks_the_users_exception(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(self: CallTracker) -> None:
-        raise KeyError("describing went wrong")
-
-    monkeypatch.setattr(CallTracker, "describe_pending", broken)
+@pytest.mark.usefixtures("broken_describe")
+def test_a_recorder_bug_never_masks_the_users_exception() -> None:
     model = Raising()
     before = hook_state(model)
     with pytest.raises(ValueError, match="bad input shape"):
