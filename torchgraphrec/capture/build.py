@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import networkx as nx
 import torch
 
@@ -33,33 +31,38 @@ def build_graph(events: Events, table: ModuleTable, *, share: bool = False) -> n
     return graph
 
 
-def _nodes(events: Events, num_params: list[int]) -> Iterator[tuple[str, Attrs]]:
-    # A forward still running (the graph read from inside a hook) has records without ids
+def _nodes(events: Events, num_params: list[int]) -> list[tuple[str, Attrs]]:
+    # A forward still running (the graph read from inside a hook) has calls without ids
     # yet; the graph then shows every forward finished so far.
-    for call in events.calls:
-        if call.node_id:
-            call.attrs["num_params"] = num_params[call.module]
-            yield call.node_id, call.attrs
-    for record in events.tensors:
-        yield record.node_id, record.attrs
-    yield from events.params.items()
-    yield from events.ops
+    calls = [call for call in events.calls if call.node_id]
+    for call in calls:
+        call.attrs["num_params"] = num_params[call.module]
+    nodes = [(call.node_id, call.attrs) for call in calls]
+    nodes += [(record.node_id, record.attrs) for record in events.tensors]
+    nodes += events.params.items()
+    nodes += events.ops
+    return nodes
 
 
-def _fill(graph: nx.DiGraph, nodes: Iterator[tuple[str, Attrs]], events: Events,
+def _fill(graph: nx.DiGraph, nodes: list[tuple[str, Attrs]], events: Events,
           share: bool) -> None:
     # Writing networkx's own adjacency dicts directly is several times faster than
     # add_nodes_from/add_edges_from, and the result is the same plain DiGraph.
     node_store, succ, pred = graph._node, graph._succ, graph._pred
-    listed = list(nodes) if share else [(node_id, attrs.copy()) for node_id, attrs in nodes]
-    node_store.update(listed)
-    if len(node_store) != len(listed):
-        raise CaptureError(f"the recorder made {len(listed)} nodes but only "
+    if not share:
+        nodes = [(node_id, attrs.copy()) for node_id, attrs in nodes]
+    node_store.update(nodes)
+    if len(node_store) != len(nodes):
+        raise CaptureError(f"the recorder made {len(nodes)} nodes but only "
                            f"{len(node_store)} distinct ids")
     succ.update({node_id: {} for node_id in node_store})
     pred.update({node_id: {} for node_id in node_store})
     try:
-        for source, target, attrs in events.edges:
-            succ[source][target] = pred[target][source] = attrs if share else attrs.copy()
+        if share:
+            for source, target, attrs in events.edges:
+                succ[source][target] = pred[target][source] = attrs
+        else:
+            for source, target, attrs in events.edges:
+                succ[source][target] = pred[target][source] = attrs.copy()
     except KeyError as exc:
         raise CaptureError(f"the recorder made an edge to an unknown node {exc}") from None

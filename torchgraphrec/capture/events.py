@@ -51,37 +51,29 @@ class CallRecord:
 
 
 class TensorRecord:
-    """A tensor seen at a call boundary, as it was then.
+    """A tensor seen at a call boundary, as it was then: its node id and attributes, and
+    what the walk needs besides.
 
     ``call`` is the index of the call that produced it (-1 for the model's inputs);
     ``grad_fn`` is dropped once the forward is walked, so that nothing is kept alive.
-    The hooks note a :data:`RawTensor` tuple; the record, its ``node_id`` and ``attrs``
-    are made after the forward, like a call's.
+    The hooks note a :data:`RawTensor` tuple; the record is made from it after the forward.
     """
 
-    __slots__ = ("number", "version", "shape", "dtype", "device", "requires_grad", "call",
-                 "seq", "t", "grad_fn", "output_nr", "node_id", "attrs")
+    __slots__ = ("node_id", "attrs", "call", "t", "grad_fn", "output_nr")
 
-    def __init__(self, number: int, version: int, shape: Any, dtype: Any, device: Any,
-                 requires_grad: bool, call: int, seq: int, t: int, grad_fn: Any,
+    def __init__(self, node_id: str, attrs: Attrs, call: int, t: int, grad_fn: Any,
                  output_nr: int) -> None:
-        self.number = number
-        self.version = version
-        self.shape = shape
-        self.dtype = dtype
-        self.device = device
-        self.requires_grad = requires_grad
+        self.node_id = node_id
+        self.attrs = attrs
         self.call = call
-        self.seq = seq
         self.t = t
         self.grad_fn = grad_fn
         self.output_nr = output_nr
-        self.node_id = f"tensor:{number}@v{version}"
-        self.attrs: Attrs = {}
 
 
-#: What the hooks note of a tensor, in :class:`TensorRecord`'s argument order: a tuple
-#: costs a fraction of an object, and it is made between layers.
+#: What the hooks note of a tensor: ``(number, version, shape, dtype, device,
+#: requires_grad, call, seq, t, grad_fn, output_nr)``. A tuple costs a fraction of an
+#: object, and it is made between layers.
 RawTensor = tuple[int, int, Any, Any, Any, bool, int, int, int, Any, int]
 
 

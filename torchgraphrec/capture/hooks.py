@@ -52,15 +52,23 @@ class TensorDescriber:
     _names: dict[Any, str] = {}
 
     def __call__(self, shape: Any, dtype: Any, device: Any) -> tuple[tuple[int, ...], str, str, str]:
-        shapes, names = self._shapes, self._names
-        described = shapes.get(shape)
-        if described is None:
-            if len(shapes) >= self.LIMIT:
-                shapes.clear()
-            plain = tuple(shape)
-            described = shapes[shape] = (plain, str(plain))
+        described = self._shapes.get(shape) or self._shape(shape)
+        names = self._names
         dtype_name = names.get(dtype) or self._name(dtype)
         return described[0], described[1], dtype_name, names.get(device) or self._name(device)
+
+    def shape_and_dtype(self, shape: Any, dtype: Any) -> tuple[tuple[int, ...], str]:
+        """Only the shape tuple and the dtype's name (what a parameter node keeps)."""
+        described = self._shapes.get(shape) or self._shape(shape)
+        return described[0], self._names.get(dtype) or self._name(dtype)
+
+    def _shape(self, shape: Any) -> tuple[tuple[int, ...], str]:
+        shapes = self._shapes
+        if len(shapes) >= self.LIMIT:
+            shapes.clear()
+        plain = tuple(shape)
+        described = shapes[shape] = (plain, str(plain))
+        return described
 
     def _name(self, value: Any) -> str:
         name = self._names[value] = str(value).replace("torch.", "")
@@ -260,21 +268,19 @@ class CallTracker:
             }
         describe, raw = self.describe, self._raw
         self._raw = []
-        for fields in raw:
-            record = TensorRecord(*fields)
-            tensors.append(record)
-            shape, label, dtype, device = describe(record.shape, record.dtype, record.device)
-            if record.call >= 0:
-                producer = calls[record.call]
+        for number, version, shape, dtype, device, requires_grad, call, seq, t, grad_fn, \
+                output_nr in raw:
+            plain_shape, label, dtype_name, device_name = describe(shape, dtype, device)
+            if call >= 0:
+                producer = calls[call]
                 parent, depth = producer.node_id, producer.depth + 1
             else:
                 parent, depth = None, 0
-            record.attrs = {
+            tensors.append(TensorRecord(f"tensor:{number}@v{version}", {
                 "kind": "tensor", "label": label, "parent": parent, "depth": depth,
-                "seq": record.seq, "shape": shape, "dtype": dtype, "device": device,
-                "requires_grad": record.requires_grad, "role": "intermediate",
-                "version": record.version,
-            }
+                "seq": seq, "shape": plain_shape, "dtype": dtype_name, "device": device_name,
+                "requires_grad": requires_grad, "role": "intermediate", "version": version,
+            }, call, t, grad_fn, output_nr))
         for index in new_calls:  # now that every tensor has its id
             call = calls[index]
             call.attrs["inputs"] = _unique_ids(call.inputs, tensors)

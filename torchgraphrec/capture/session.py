@@ -64,17 +64,20 @@ class _SessionBuilder:
         root, events = self.calls[0], self.events
         found = walk([events.tensors[i].grad_fn for i in self.tensor_indices],
                      root.seq_start, root.seq_end)
-        self._add_ops(found)
-        self._link_ops(found)
+        placed = place(self.tracker.breaks, [number for number, _, _ in found])
+        targets = self._add_ops(found, placed)
+        self._link_ops(found, targets, placed)
         self._link_producers()
         return [node for _, node, _ in found]
 
-    def _add_ops(self, found: list[tuple[int, Any, tuple]]) -> None:
+    def _add_ops(self, found: list[tuple[int, Any, tuple]],
+                 placed: list[tuple[int, int]]) -> list[str]:
+        """An op record for each autograd node found; returns their node ids, in order."""
         events = self.events
         calls, ops = events.calls, events.ops
         op_ids, op_owner, op_time = self.op_ids, self.op_owner, self.op_time
         seq = events.seq
-        placed = place(self.tracker.breaks, [number for number, _, _ in found])
+        ids: list[str] = []
         for (_, node, _), (owner, t) in zip(found, placed):
             grad_fn = type(node).__name__
             name = op_name(grad_fn)
@@ -82,6 +85,7 @@ class _SessionBuilder:
             op_ids[node] = node_id
             op_owner[node_id] = owner
             op_time[node_id] = t
+            ids.append(node_id)
             call = calls[owner]  # never -1: the root's leave lies at the window's end
             seq += 1
             ops.append((node_id, {
@@ -89,22 +93,23 @@ class _SessionBuilder:
                 "seq": seq, "name": name, "grad_fn": grad_fn,
             }))
         events.seq = seq
+        return ids
 
-    def _link_ops(self, found: list[tuple[int, Any, tuple]]) -> None:
+    def _link_ops(self, found: list[tuple[int, Any, tuple]], targets: list[str],
+                  placed: list[tuple[int, int]]) -> None:
         """An edge into each op from each of its autograd inputs: a boundary tensor if
         there is one (the edge then runs op -> tensor -> op), else the op that made it, a
         parameter or another leaf."""
         events = self.events
         edges, params, t0 = events.edges, events.params, events.t0
-        op_ids, op_time, boundary = self.op_ids, self.op_time, self.boundary
+        op_ids, boundary, empty_slots = self.op_ids, self.boundary, self.empty_slots
         param_names = self.tracker.table.param_names
         seq = events.seq
-        for _, node, next_functions in found:
-            target = op_ids[node]
-            t = op_time[target]
+        for (_, _, next_functions), target, (_, t) in zip(found, targets, placed):
+            t_ns = t - t0
             for source_node, output_nr in next_functions:
                 if source_node is None:
-                    self.empty_slots.add(target)
+                    empty_slots.add(target)
                     continue
                 kind = "flow"
                 source = boundary.get((source_node, output_nr)) or op_ids.get(source_node)
@@ -123,7 +128,7 @@ class _SessionBuilder:
                             seq += 1
                             params[source] = self._param_attrs(qualname, variable, target, seq)
                 seq += 1
-                edges.append((source, target, {"kind": kind, "seq": seq, "t_ns": t - t0}))
+                edges.append((source, target, {"kind": kind, "seq": seq, "t_ns": t_ns}))
         events.seq = seq
 
     def _link_producers(self) -> None:
@@ -155,7 +160,7 @@ class _SessionBuilder:
         tracker = self.tracker
         owner_module = tracker.table.param_owner[qualname]
         parent = self.events.calls[tracker.first_call.get(owner_module, self.op_owner[user_op])]
-        shape, _, dtype, _ = tracker.describe(variable.shape, variable.dtype, variable.device)
+        shape, dtype = tracker.describe.shape_and_dtype(variable.shape, variable.dtype)
         return {
             "kind": "param", "label": qualname, "parent": parent.node_id,
             "depth": parent.depth + 1, "seq": seq, "qualname": qualname,
@@ -177,7 +182,7 @@ class _SessionBuilder:
         each feeds the ops of the innermost call it was handed to."""
         tensors = self.events.tensors
         untracked = {i for i in self.tensor_indices
-                     if tensors[i].grad_fn is None and not tensors[i].requires_grad}
+                     if tensors[i].grad_fn is None and not tensors[i].attrs["requires_grad"]}
         if untracked:
             self._link_untracked(untracked)
         self._feed_orphans()
@@ -208,7 +213,7 @@ class _SessionBuilder:
         tensors, calls = self.events.tensors, self.events.calls
         session_start = self.calls[0].seq
         orphans = [i for i in sorted(self.tensor_indices) if tensors[i].call >= 0
-                   and tensors[i].seq > session_start
+                   and tensors[i].attrs["seq"] > session_start
                    and tensors[i].node_id not in self.produced]
         if not orphans:
             return
