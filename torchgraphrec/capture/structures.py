@@ -10,6 +10,7 @@ import torch
 __all__ = ["flatten_tensors", "tensors_with_paths"]
 
 _Tensor = torch.Tensor
+_ATOMS = frozenset({bool, int, float, str, bytes, complex})
 
 
 def flatten_tensors(value: Any) -> list[torch.Tensor]:
@@ -35,6 +36,8 @@ def flatten_tensors(value: Any) -> list[torch.Tensor]:
         item = stack.pop()
         if isinstance(item, _Tensor):
             found.append(item)
+            continue
+        if item is None or type(item) in _ATOMS:  # most keyword values: flags, sizes, names
             continue
         if isinstance(item, (tuple, list)):
             children = item
