@@ -5,12 +5,12 @@ from __future__ import annotations
 import networkx as nx
 import torch
 
-from torchgraphrec.capture.events import Attrs, Events, layer_id
+from torchgraphrec.capture.events import Attrs, Events
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.errors import CaptureError
 from torchgraphrec.schema import SCHEMA_VERSION
 
-__all__ = ["build_graph", "layer_id"]
+__all__ = ["build_graph"]
 
 
 def build_graph(events: Events, table: ModuleTable, *, share: bool = False) -> nx.DiGraph:

@@ -97,8 +97,3 @@ class Events:
     edges: list[tuple[str, str, Attrs]] = field(default_factory=list)
     seq: int = 0
     t0: int = 0
-
-    def next_seq(self) -> int:
-        """Hand out the next observation number."""
-        self.seq += 1
-        return self.seq
