@@ -49,8 +49,10 @@ def _fill(graph: nx.DiGraph, nodes: list[tuple[str, Attrs]], events: Events,
     # Writing networkx's own adjacency dicts directly is several times faster than
     # add_nodes_from/add_edges_from, and the result is the same plain DiGraph.
     node_store, succ, pred = graph._node, graph._succ, graph._pred
+    edges = events.edges
     if not share:
         nodes = [(node_id, attrs.copy()) for node_id, attrs in nodes]
+        edges = [(source, target, attrs.copy()) for source, target, attrs in edges]
     node_store.update(nodes)
     if len(node_store) != len(nodes):
         raise CaptureError(f"the recorder made {len(nodes)} nodes but only "
@@ -58,11 +60,7 @@ def _fill(graph: nx.DiGraph, nodes: list[tuple[str, Attrs]], events: Events,
     succ.update({node_id: {} for node_id in node_store})
     pred.update({node_id: {} for node_id in node_store})
     try:
-        if share:
-            for source, target, attrs in events.edges:
-                succ[source][target] = pred[target][source] = attrs
-        else:
-            for source, target, attrs in events.edges:
-                succ[source][target] = pred[target][source] = attrs.copy()
+        for source, target, attrs in edges:
+            succ[source][target] = pred[target][source] = attrs
     except KeyError as exc:
         raise CaptureError(f"the recorder made an edge to an unknown node {exc}") from None

@@ -133,19 +133,15 @@ class _SessionBuilder:
 
     def _link_producers(self) -> None:
         """An edge from each op to the boundary tensor autograd knows as its output."""
-        events = self.events
-        tensors, edges, t0, seq = events.tensors, events.edges, events.t0, events.seq
+        tensors = self.events.tensors
         op_ids, boundary, produced = self.op_ids, self.boundary, self.produced
         for index in self.tensor_indices:
             record = tensors[index]
             producer = op_ids.get(record.grad_fn)
             if producer is not None and \
                     boundary.get((record.grad_fn, record.output_nr)) == record.node_id:
-                seq += 1
-                edges.append((producer, record.node_id,
-                              {"kind": "flow", "seq": seq, "t_ns": record.t - t0}))
+                self.edge(producer, record.node_id, record.t)
                 produced.add(record.node_id)
-        events.seq = seq
 
     def _leaf_tensor(self, variable: Any, t: int) -> str:
         tracker = self.tracker
