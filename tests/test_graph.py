@@ -57,8 +57,15 @@ def test_from_json_rejects_truncated_recording(graphs: dict) -> None:
 
 def test_from_json_rejects_newer_schema(graphs: dict) -> None:
     graph = _copy(graphs["gpt2"])
-    graph.graph["schema_version"] = "2.0"
-    with pytest.raises(tgr.SchemaError, match=r"schema_version '2.0' is not supported"):
+    graph.graph["schema_version"] = "3.0"
+    with pytest.raises(tgr.SchemaError, match=r"schema_version '3.0' is not supported"):
+        from_json(to_json(graph))
+
+
+def test_from_json_names_both_versions_for_an_older_schema(graphs: dict) -> None:
+    graph = _copy(graphs["gpt2"])
+    graph.graph["schema_version"] = "1.0"
+    with pytest.raises(tgr.SchemaError, match=r"'1.0' is older than this torchgraphrec's '2.0'"):
         from_json(to_json(graph))
 
 
@@ -102,7 +109,7 @@ def test_validate_names_the_broken_rule(graphs: dict, change, match: str) -> Non
 
 def test_validate_finds_cycles(graphs: dict) -> None:
     graph = _copy(graphs["inplace"])
-    source, target = next(iter(graph.edges))
+    source, target = next((s, t) for s, t in graph.edges if graph.nodes[s]["kind"] == "op")
     graph.add_edge(target, source, kind="flow", seq=999, t_ns=0)
     with pytest.raises(tgr.SchemaError, match="data flow must be acyclic"):
         validate(graph)

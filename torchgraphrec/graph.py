@@ -16,9 +16,12 @@ from torchgraphrec.schema import (
     EDGE_ATTRS,
     GRAPH_ATTRS,
     NODE_ATTRS,
+    OPTIONAL_EDGE_ATTRS,
+    OPTIONAL_NODE_ATTRS,
     SCHEMA_VERSION,
     EdgeKind,
     NodeKind,
+    TensorRole,
 )
 
 __all__ = ["validate", "collapse", "to_json", "from_json"]
@@ -34,11 +37,23 @@ def _check_attrs(where: str, attrs: dict, rules: dict) -> None:
             raise SchemaError(f"{where}: attribute {name!r} has a bad value {attrs[name]!r}")
 
 
+def _check_optional(where: str, attrs: dict, rules: dict) -> None:
+    for name, check in rules.items():
+        if name in attrs and not check(attrs[name]):
+            raise SchemaError(f"{where}: attribute {name!r} has a bad value {attrs[name]!r}")
+
+
 def _check_version(version: str) -> None:
     major = str(version).split(".")[0]
-    if major != SCHEMA_VERSION.split(".")[0]:
-        raise SchemaError(f"graph: schema_version {version!r} is not supported (this "
-                          f"torchgraphrec reads {SCHEMA_VERSION!r}; a newer one may read it)")
+    ours = SCHEMA_VERSION.split(".")[0]
+    if major == ours:
+        return
+    if major.isdigit() and ours.isdigit() and int(major) < int(ours):
+        raise SchemaError(f"graph: schema_version {version!r} is older than this "
+                          f"torchgraphrec's {SCHEMA_VERSION!r} (ops, names and settings were "
+                          "added since); record the model again to read it")
+    raise SchemaError(f"graph: schema_version {version!r} is not supported (this "
+                      f"torchgraphrec reads {SCHEMA_VERSION!r}; a newer one may read it)")
 
 
 def _check_node(graph: nx.DiGraph, node: Any, attrs: dict) -> None:
@@ -51,6 +66,9 @@ def _check_node(graph: nx.DiGraph, node: Any, attrs: dict) -> None:
                           f"{[k.value for k in NodeKind]})")
     _check_attrs(where, attrs, COMMON_NODE_ATTRS)
     _check_attrs(where, attrs, NODE_ATTRS[kind])
+    _check_optional(where, attrs, OPTIONAL_NODE_ATTRS[kind])
+    if kind == NodeKind.TENSOR.value:
+        _check_tensor_role(graph, where, node, attrs)
     parent = attrs["parent"]
     if parent is None:
         if attrs["depth"] != 0:
@@ -63,11 +81,22 @@ def _check_node(graph: nx.DiGraph, node: Any, attrs: dict) -> None:
         raise SchemaError(f"{where}: depth {attrs['depth']!r} is not its parent's depth + 1")
 
 
+def _check_tensor_role(graph: nx.DiGraph, where: str, node: str, attrs: dict) -> None:
+    role = attrs["role"]
+    if role in (TensorRole.INPUT.value, TensorRole.OUTPUT.value) and "name" not in attrs:
+        raise SchemaError(f"{where}: a model {role} must have a 'name'")
+    if role == TensorRole.INPUT.value and attrs["parent"] is not None:
+        raise SchemaError(f"{where}: a model input stands outside the model (parent None)")
+    if role in (TensorRole.INPUT.value, TensorRole.CONSTANT.value) and graph.in_degree(node):
+        raise SchemaError(f"{where}: a model {role} has no producer, but has incoming edges")
+
+
 def _check_edge(graph: nx.DiGraph, source: Any, target: Any, attrs: dict) -> None:
     where = f"edge {source!r} -> {target!r}"
     if source == target:
         raise SchemaError(f"{where}: self-loops are not allowed")
     _check_attrs(where, attrs, EDGE_ATTRS)
+    _check_optional(where, attrs, OPTIONAL_EDGE_ATTRS)
     from_param = graph.nodes[source]["kind"] == NodeKind.PARAM.value
     if from_param != (attrs["kind"] == EdgeKind.PARAM.value):
         raise SchemaError(f"{where}: kind must be 'param' exactly when the source is a param node")
@@ -78,12 +107,13 @@ def validate(graph: nx.DiGraph) -> None:
 
     The error names the node or edge and the rule it breaks.
 
-    >>> g = nx.DiGraph(schema_version=SCHEMA_VERSION, model="M", torch_version="2.13.0")
+    >>> g = nx.DiGraph(schema_version=SCHEMA_VERSION, model="M", torch_version="2.13.0",
+    ...                ops="torch")
     >>> g.add_node("op:relu#0", kind="op", label="relu", parent=None, depth=0, seq=0,
-    ...            name="relu")
+    ...            name="relu", grad_fn=None, args="")
     >>> validate(g)
     Traceback (most recent call last):
-    torchgraphrec.errors.SchemaError: node 'op:relu#0': missing attribute 'grad_fn'
+    torchgraphrec.errors.SchemaError: node 'op:relu#0': missing attribute 't_start_ns'
     """
     if not isinstance(graph, nx.DiGraph) or graph.is_multigraph():
         raise SchemaError(f"graph: must be a networkx.DiGraph, got {type(graph).__name__}")
@@ -119,9 +149,10 @@ def collapse(graph: nx.DiGraph, depth: int) -> nx.DiGraph:
     the later calls). A layer that swallowed nodes gets ``collapsed`` (how many). The result
     follows the same schema.
 
-    >>> g = nx.DiGraph(schema_version=SCHEMA_VERSION, model="M", torch_version="2.13.0")
+    >>> g = nx.DiGraph(schema_version=SCHEMA_VERSION, model="M", torch_version="2.13.0",
+    ...                ops="torch")
     >>> base = dict(label="", seq=0, t_start_ns=0, t_end_ns=0, num_params=0, call_index=0,
-    ...             inputs=(), outputs=())
+    ...             inputs=(), outputs=(), settings="", training=True)
     >>> g.add_node("layer:#0", kind="layer", parent=None, depth=0, qualname="", type="M", **base)
     >>> g.add_node("layer:a#0", kind="layer", parent="layer:#0", depth=1, qualname="a",
     ...            type="A", **base)

@@ -1,11 +1,14 @@
 """The graph schema: the one place where the recorded graph's vocabulary is written down.
 
 A recording is a plain :class:`networkx.DiGraph`. Its shape is a public contract, kept
-stable across releases and versioned by :data:`SCHEMA_VERSION`.
+stable across releases and versioned by :data:`SCHEMA_VERSION` (a new major version may
+rename or drop attributes; a new minor version only adds).
 
 Graph attributes
-    ``schema_version`` (str), ``model`` (the model's class qualname, str) and
-    ``torch_version`` (str).
+    ``schema_version`` (str), ``model`` (the model's class qualname, str),
+    ``torch_version`` (str) and ``ops`` (how ops were recorded, one of :class:`OpsMode`:
+    ``torch`` for every torch-level call the forward made, ``autograd`` for the nodes
+    autograd recorded, ``none`` for module calls and boundary tensors only).
 
 Nodes
     Every node has ``kind``, ``label`` (a short human label), ``parent``, ``depth`` and
@@ -14,9 +17,10 @@ Nodes
     * ``kind`` is one of :class:`NodeKind`: ``layer``, ``tensor``, ``param`` or ``op``.
     * ``parent`` is the id of the enclosing ``layer`` node, or ``None``. For an ``op`` it is
       the module call that ran it; for a ``tensor`` the call that produced it (the model's
-      inputs stand outside the model and have none); for a ``param`` the first call of the
-      module that owns it (the first owner where weights are tied; the call that first used
-      it where that module never ran). The root call has none.
+      inputs stand outside the model and have none; a constant hangs under the call that
+      first used it); for a ``param`` the first call of the module that owns it (the first
+      owner where weights are tied; the call that first used it where that module never
+      ran). The root call has none.
     * ``depth`` is 0 where there is no parent, else the parent's depth + 1.
     * ``seq`` is the order in which the recorder observed the node (deterministic).
 
@@ -25,38 +29,71 @@ Nodes
         ``call_index`` (0, 1, ... per module), ``t_start_ns`` and ``t_end_ns`` (forward, in
         ns since the recording started), ``num_params`` (the module's parameter elements,
         nested ones included, counted when the graph is built; lazy parameters not yet
-        materialized count 0), ``inputs`` and ``outputs`` (tuples of the ids of the tensor nodes the
-        call received and returned; :func:`~torchgraphrec.collapse` keeps them as they were,
-        so they may name tensors folded away).
-    ``tensor``: a tensor at a module call's boundary (an input or output of some call).
-        ``shape`` (tuple of int), ``dtype`` (e.g. ``"float32"``), ``device``,
-        ``requires_grad``, ``role`` (one of :class:`TensorRole`: ``input`` for the model's
-        inputs, ``output`` for its outputs, else ``intermediate``) and ``version`` (the
+        materialized count 0), ``inputs`` and ``outputs`` (tuples of the ids of the nodes
+        the call received, positional and keyword, and returned: tensor nodes, and param
+        nodes for parameters handed over as arguments; :func:`~torchgraphrec.collapse`
+        keeps them as they were, so they may name nodes folded away), ``settings`` (the
+        module's ``extra_repr()`` on one line, ``""`` where it has none, e.g.
+        ``"in_features=8, out_features=16, bias=True"``) and ``training`` (the module's
+        ``training`` flag during the call).
+    ``tensor``: a tensor value at a call's boundary, or one the model used as it was.
+        A tensor value at a module call's boundary (an input or output of some call), or
+        one the model used without receiving or computing it (a constant). ``shape`` (tuple of int), ``dtype`` (e.g. ``"float32"``), ``device``,
+        ``requires_grad``, ``role`` (one of :class:`TensorRole`) and ``version`` (the
         tensor's in-place version counter: an in-place op makes a new node, never a cycle).
-    ``param``: a parameter, one node however many calls use it.
-        ``qualname`` (e.g. ``"encoder.0.weight"``), ``shape``, ``dtype``, ``requires_grad``,
-        as they were when the recorded forward first used it.
-    ``op``: one autograd-recorded operation.
-        ``name`` (the forward op, e.g. ``"addmm"``) and ``grad_fn`` (e.g.
-        ``"AddmmBackward0"``).
+        Inputs and outputs also have ``name``: for an input the ``forward`` parameter it
+        was bound to (``"input_ids"``, ``"args[2]"`` for ``*args``, the key for
+        ``**kwargs``, with the path inside a container: ``"batch['ids']"``), for an output
+        its path in what the model returned (``"output"``, ``"output[0]"``,
+        ``"output['logits']"``, ``"output.logits"``). A nested tensor has ``nested``
+        (``True``), and its ``shape`` holds the leading dimensions that are regular.
+    ``param``: a parameter or buffer, one node however many calls use it.
+        ``qualname`` (e.g. ``"encoder.0.weight"``), ``shape``, ``dtype``,
+        ``requires_grad`` and ``buffer`` (``True`` for a registered buffer such as a
+        BatchNorm's ``running_mean``), as they were when the forward first used it.
+    ``op``: one operation the forward ran.
+        ``name`` (with ``ops="torch"`` what the model's code called, dunders dropped:
+        ``"linear"``, ``"conv2d"``, ``"add"`` for ``x + y``, ``"getitem"`` for ``x[i]``,
+        ``"setitem"`` for ``x[i] = v``; with ``ops="autograd"`` the forward op autograd
+        names, e.g. ``"addmm"``), ``grad_fn`` (autograd's node class for its result, e.g.
+        ``"AddmmBackward0"``, or ``None`` where autograd recorded none: under ``no_grad``,
+        on integer results, for frozen inputs), ``args`` (a short text of its non-tensor
+        arguments, at most 60 characters: ``"dim=1"``, ``"(2, 8, -1)"``),
+        ``t_start_ns`` and ``t_end_ns`` (inside its call's interval). With
+        ``ops="torch"`` also ``shape`` and ``dtype`` of its first tensor result (for an
+        in-place op, the tensor it changed).
+
+    Calls that only read metadata (``.size()``, ``.shape``, ``.dim()``, ``.dtype``) are
+    not ops, and calls made inside another op's implementation are part of that op. An
+    op that returns its input unchanged (``dropout`` in eval mode, ``contiguous`` on a
+    contiguous tensor) still produces what comes after it, as a new tensor number.
 
 Edges
-    Edges are data flow only, in execution direction (input tensor -> ops -> output tensor,
-    param -> op), so they form a DAG; containment is the ``parent`` attribute, never an edge.
-    Every edge has ``kind`` (one of :class:`EdgeKind`: ``param`` for an edge leaving a
-    ``param`` node, else ``flow``), ``seq`` (global observation order, deterministic) and
-    ``t_ns`` (ns since the recording started).
+    Edges are data flow only, in execution direction, so they form a DAG; containment is
+    the ``parent`` attribute, never an edge. Each one is a dependency the recorder saw:
+    a tensor or param that an op received (tensor -> op, param -> op, op -> op), an op's
+    result at a call boundary (op -> tensor). With ``ops="none"`` there are no ops: edges
+    then run tensor -> layer for what a call received and layer -> tensor for what it
+    produced. Every edge has ``kind`` (one of :class:`EdgeKind`: ``param`` for an edge
+    leaving a ``param`` node, else ``flow``), ``seq`` (global observation order,
+    deterministic; sorted by it, ``t_ns`` never decreases) and ``t_ns`` (ns since the
+    recording started).
 
 Ids
     Stable strings built from names and counters, never from ``id()``:
     ``layer:encoder.0#1`` (qualname and call index), ``param:encoder.0.weight``,
-    ``op:addmm#17`` (op name and creation order), ``tensor:4@v1`` (tensor number and
+    ``op:linear#17`` (op name and creation order), ``tensor:4@v1`` (tensor number and
     version). Two recordings of the same model and inputs give the same ids.
 
 Values
     Every attribute value is a plain JSON-friendly value: str, int, float, bool, None or a
     tuple of int. The graph never holds a tensor, a module or a grad_fn. Nodes may carry
-    further attributes (statistics, for instance); the ones above are always there.
+    further attributes; the optional ones below are checked where present:
+
+    * ``t_backward_start_ns`` / ``t_backward_end_ns`` on ops and layers: when autograd
+      started and finished their backward (recorded with ``backward=True``).
+    * ``collapsed`` on layers and ``count`` on edges: written by
+      :func:`~torchgraphrec.collapse`.
 """
 
 from __future__ import annotations
@@ -69,13 +106,16 @@ __all__ = [
     "NodeKind",
     "EdgeKind",
     "TensorRole",
+    "OpsMode",
     "COMMON_NODE_ATTRS",
     "NODE_ATTRS",
     "EDGE_ATTRS",
     "GRAPH_ATTRS",
+    "OPTIONAL_NODE_ATTRS",
+    "OPTIONAL_EDGE_ATTRS",
 ]
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"
 
 
 class NodeKind(str, enum.Enum):
@@ -95,11 +135,22 @@ class EdgeKind(str, enum.Enum):
 
 
 class TensorRole(str, enum.Enum):
-    """Where a tensor stands relative to the model."""
+    """Where a tensor stands relative to the model: ``input`` (the model received it),
+    ``output`` (the model returned it), ``constant`` (the model used it without receiving
+    or computing it: a plain tensor attribute, a global, a closure) or ``intermediate``."""
 
     INPUT = "input"
     OUTPUT = "output"
     INTERMEDIATE = "intermediate"
+    CONSTANT = "constant"
+
+
+class OpsMode(str, enum.Enum):
+    """How a recording's ops were observed (the graph attribute ``ops``)."""
+
+    TORCH = "torch"
+    AUTOGRAD = "autograd"
+    NONE = "none"
 
 
 Check = Callable[[object], bool]
@@ -156,6 +207,8 @@ NODE_ATTRS: Mapping[str, Mapping[str, Check]] = {
         "num_params": _is_count,
         "inputs": _is_ids,
         "outputs": _is_ids,
+        "settings": _is_str,
+        "training": _is_bool,
     },
     NodeKind.TENSOR.value: {
         "shape": _is_shape,
@@ -170,10 +223,14 @@ NODE_ATTRS: Mapping[str, Mapping[str, Check]] = {
         "shape": _is_shape,
         "dtype": _is_str,
         "requires_grad": _is_bool,
+        "buffer": _is_bool,
     },
     NodeKind.OP.value: {
         "name": _is_str,
-        "grad_fn": _is_str,
+        "grad_fn": _is_optional_str,
+        "args": _is_str,
+        "t_start_ns": _is_count,
+        "t_end_ns": _is_count,
     },
 }
 
@@ -187,4 +244,21 @@ GRAPH_ATTRS: Mapping[str, Check] = {
     "schema_version": _is_str,
     "model": _is_str,
     "torch_version": _is_str,
+    "ops": _one_of(OpsMode),
 }
+
+_BACKWARD_TIMES: Mapping[str, Check] = {
+    "t_backward_start_ns": _is_count,
+    "t_backward_end_ns": _is_count,
+}
+
+#: Attributes a node may have, by kind, checked where present.
+OPTIONAL_NODE_ATTRS: Mapping[str, Mapping[str, Check]] = {
+    NodeKind.LAYER.value: {**_BACKWARD_TIMES, "collapsed": _is_count},
+    NodeKind.TENSOR.value: {"name": _is_str, "nested": _is_bool},
+    NodeKind.PARAM.value: {},
+    NodeKind.OP.value: {**_BACKWARD_TIMES, "shape": _is_shape, "dtype": _is_str},
+}
+
+#: Attributes an edge may have, checked where present.
+OPTIONAL_EDGE_ATTRS: Mapping[str, Check] = {"count": _is_count}

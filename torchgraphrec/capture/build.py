@@ -26,6 +26,7 @@ def build_graph(events: Events, table: ModuleTable, *, share: bool = False) -> n
         schema_version=SCHEMA_VERSION,
         model=type(table.model).__qualname__,
         torch_version=str(torch.__version__),
+        ops="autograd",
     )
     _fill(graph, _nodes(events, table.all_num_params() if events.calls else []), events, share)
     return graph

@@ -12,7 +12,7 @@ import torch
 from torch.nn.modules import module as torch_module
 
 from torchgraphrec.capture.events import CallRecord, Events, RawTensor, TensorRecord, layer_id
-from torchgraphrec.capture.structures import flatten_tensors
+from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.gcpause import gc_paused
 
@@ -116,6 +116,7 @@ class CallTracker:
         self._thread = -1
         self._gc: gc_paused | None = None  # held from a forward's start to its end
         self._noted: BaseException | None = None
+        self.names: dict[int, str] = {}  # tensor record index -> the model input's or output's name
 
     def attach(self) -> None:
         """Start listening (on the calling thread)."""
@@ -236,11 +237,25 @@ class CallTracker:
                 self._observe_leave(module_index, kwargs, output, raised)
             self.breaks.append((seq, call.parent, t))
             if not stack:
+                if not raised:
+                    self._name_boundary(module, args, kwargs, output)
                 self._end_session()
             return edited
         except Exception as exc:
             self._fail(exc)
             return None
+
+    def _name_boundary(self, module: torch.nn.Module, args: tuple, kwargs: dict,
+                       output: Any) -> None:
+        names = self.names
+        for name, tensor in input_names(module.forward, args, kwargs):
+            index = self.lookup(tensor)
+            if index is not None:
+                names.setdefault(index, name)
+        for name, tensor in output_names(output):
+            index = self.lookup(tensor)
+            if index is not None:
+                names.setdefault(index, name)
 
     def describe_pending(self) -> None:
         """Give the calls and tensors recorded since the last time their node ids and
@@ -265,6 +280,8 @@ class CallTracker:
                 "type": table.types[module], "call_index": call_index,
                 "t_start_ns": call.t_start - t0, "t_end_ns": call.t_end - t0,
                 "num_params": 0,  # counted when the graph is built
+                "settings": table.settings(module),
+                "training": table.modules[module].training,
             }
         describe, raw = self.describe, self._raw
         self._raw = []

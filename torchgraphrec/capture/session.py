@@ -90,7 +90,8 @@ class _SessionBuilder:
             seq += 1
             ops.append((node_id, {
                 "kind": "op", "label": name, "parent": call.node_id, "depth": call.depth + 1,
-                "seq": seq, "name": name, "grad_fn": grad_fn,
+                "seq": seq, "name": name, "grad_fn": grad_fn, "args": "",
+                "t_start_ns": t - events.t0, "t_end_ns": t - events.t0,
             }))
         events.seq = seq
         return ids
@@ -149,7 +150,7 @@ class _SessionBuilder:
         if index is None:  # a leaf the model reached by itself (a closure, a global)
             index = tracker.see(variable, -1, t)
             tracker.describe_pending()
-            self.events.tensors[index].attrs["role"] = "input"
+            self.events.tensors[index].attrs["role"] = "constant"
         return self.events.tensors[index].node_id
 
     def _param_attrs(self, qualname: str, variable: Any, user_op: str, seq: int) -> Attrs:
@@ -161,17 +162,21 @@ class _SessionBuilder:
             "kind": "param", "label": qualname, "parent": parent.node_id,
             "depth": parent.depth + 1, "seq": seq, "qualname": qualname,
             "shape": shape, "dtype": dtype, "requires_grad": variable.requires_grad,
+            "buffer": False,
         }
 
     def mark_roles(self) -> None:
-        root, tensors = self.calls[0], self.events.tensors
+        root, tensors, names = self.calls[0], self.events.tensors, self.tracker.names
         for index in root.inputs:
             if tensors[index].call < 0:
-                tensors[index].attrs["role"] = "input"
+                attrs = tensors[index].attrs
+                attrs["role"] = "input"
+                attrs["name"] = names.get(index, f"input[{root.inputs.index(index)}]")
         for index in root.outputs:
             attrs = tensors[index].attrs
             if attrs["role"] == "intermediate":
                 attrs["role"] = "output"
+                attrs["name"] = names.get(index, "output")
 
     def link_untracked_inputs(self) -> None:
         """Give tensors that autograd does not see (no grad, int ids) a path through calls:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import inspect
+from typing import Any, Callable
 
 import torch
 
-__all__ = ["flatten_tensors", "tensors_with_paths"]
+__all__ = ["flatten_tensors", "tensors_with_paths", "input_names", "output_names"]
 
 _Tensor = torch.Tensor
 _ATOMS = frozenset({bool, int, float, str, bytes, complex})
@@ -83,8 +84,58 @@ def tensors_with_paths(value: Any, root: str = "") -> list[tuple[str, torch.Tens
 def _named_children(item: Any) -> list[tuple[str, Any]] | None:
     if isinstance(item, (tuple, list)):
         return [(f"[{index}]", child) for index, child in enumerate(item)]
-    if isinstance(item, dict):
-        return [(f"[{key!r}]", child) for key, child in item.items()]
+    # a dataclass first: Hugging Face's ModelOutput is a dict too, read as output.logits
     if dataclasses.is_dataclass(item) and not isinstance(item, type):
         return [(f".{field.name}", getattr(item, field.name)) for field in dataclasses.fields(item)]
+    if isinstance(item, dict):
+        return [(f"[{key!r}]", child) for key, child in item.items()]
     return None
+
+
+def _bound_names(forward: Callable[..., Any], args: tuple,
+                 kwargs: dict) -> list[tuple[str, Any]] | None:
+    try:
+        bound = inspect.signature(forward).bind(*args, **kwargs)
+    except (TypeError, ValueError):  # no signature, or the arguments do not fit it
+        return None
+    named: list[tuple[str, Any]] = []
+    for name, value in bound.arguments.items():
+        kind = bound.signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            named += [(f"{name}[{index}]", item) for index, item in enumerate(value)]
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            named += list(value.items())
+        else:
+            named.append((name, value))
+    return named
+
+
+def input_names(forward: Callable[..., Any], args: tuple,
+                kwargs: dict) -> list[tuple[str, torch.Tensor]]:
+    """The tensors a call received, each named by the ``forward`` parameter it was bound
+    to (``args[2]`` for ``*args``, the key for ``**kwargs``) and its path inside it.
+
+    >>> import torch
+    >>> def forward(x, mask=None, *rest, **extra): ...
+    >>> a = torch.zeros(1)
+    >>> [name for name, _ in input_names(forward, (a, {"m": a}, a), {"scale": a})]
+    ['x', "mask['m']", 'rest[0]', 'scale']
+    """
+    named = _bound_names(forward, args, kwargs)
+    if named is None:
+        named = [(f"args[{index}]", value) for index, value in enumerate(args)]
+        named += list(kwargs.items())
+    found: list[tuple[str, torch.Tensor]] = []
+    for name, value in named:
+        found += tensors_with_paths(value, name)
+    return found
+
+
+def output_names(output: Any) -> list[tuple[str, torch.Tensor]]:
+    """The tensors in what a model returned, named by their path in it.
+
+    >>> import torch
+    >>> [name for name, _ in output_names((torch.zeros(1), {"logits": torch.ones(1)}))]
+    ['output[0]', "output[1]['logits']"]
+    """
+    return tensors_with_paths(output, "output")

@@ -34,6 +34,7 @@ class ModuleTable:
         self._params: list[tuple[int, Any]] = []  # (owner index, parameter)
         self._parents: list[int] = []  # the index of the module each was found in
         self._by_qualname: dict[str, int] = {}
+        self._settings: dict[int, str] = {}
         self._traverse(model)
 
     def _traverse(self, model: nn.Module) -> None:
@@ -55,6 +56,21 @@ class ModuleTable:
                     self.param_owner[full_name] = index
                     self._params.append((index, param))
         self._by_qualname = by_name
+
+    def settings(self, index: int) -> str:
+        """The module's ``extra_repr()`` on one line (``""`` if it has none or it fails).
+
+        >>> ModuleTable(nn.Linear(2, 3)).settings(0)
+        'in_features=2, out_features=3, bias=True'
+        """
+        text = self._settings.get(index)
+        if text is None:
+            try:
+                text = " ".join(str(self.modules[index].extra_repr()).split())
+            except Exception:  # a user's extra_repr may fail on a half-built module
+                text = ""
+            self._settings[index] = text
+        return text
 
     def module_by_qualname(self, qualname: str) -> int | None:
         """The index of the module named ``qualname``, if there is one."""

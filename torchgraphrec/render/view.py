@@ -104,6 +104,8 @@ class _ViewBuilder:
     def _fold_label(self, node: str) -> tuple:
         """What must match, besides the children, for two nodes to be repeats."""
         attrs = self.graph.nodes[node]
+        if attrs["kind"] == "tensor":
+            return (attrs["shape"],)
         if attrs["kind"] != "layer":
             return (attrs.get("name") or attrs.get("shape"),)
         # parameters hang under a module's first call only, so a call is told apart by its
