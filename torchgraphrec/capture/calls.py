@@ -13,6 +13,7 @@ from torch.nn.modules import module as torch_module
 from torchgraphrec.capture.events import CallRecord
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
+from torchgraphrec.capture.values import version_of as _version
 
 __all__ = ["CallTracker"]
 
@@ -69,54 +70,58 @@ class CallTracker:
         while self._handles:
             self._handles.pop().remove()
 
-    def _ignored(self, module: torch.nn.Module) -> Optional[int]:
-        """The module's index, or ``None`` for a call not to record: another thread, a
-        backward pass (checkpoint recomputation), a failed or finished recorder."""
-        if self._thread != _thread_id() or _graph_task_id() >= 0 or self.failure is not None \
-                or self.done:
-            return None
-        return self._index_of.get(id(module))
+    # The hooks run between layers, whose compute leaves the caches cold: each is one
+    # function with the one-tensor case inline, since in place every extra call and object
+    # costs several times what it costs in a microbenchmark.
 
     def _pre_hook(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        index = self._ignored(module)
-        if index is None:
+        # only the recording thread, outside a backward pass (checkpoint recomputation),
+        # while the recorder is healthy and wants more
+        if self._thread != _thread_id() or _graph_task_id() >= 0 or self.failure is not None \
+                or self.done:
             return
-        self._quiet.__enter__()
+        quiet = self._quiet
+        quiet.__enter__()
         try:
-            self._enter(module, index, args, kwargs)
+            state, events = self.state, self.events
+            stack, calls = state.stack, events.calls
+            if not stack:
+                self.forward_start = len(calls)
+                self.on_begin()
+            t = _now()
+            if not stack:
+                inputs = self._model_inputs(module, args, kwargs, t)
+                parent = -1
+            else:
+                parent = stack[-1]
+                if not kwargs and type(args) is tuple and len(args) == 1 \
+                        and isinstance(args[0], _Tensor):
+                    x = args[0]
+                    entry = state.values.current.get(id(x))
+                    ref = entry[2] if entry is not None and entry[0]() is x else None
+                    if type(ref) is int and ref < 0 and entry[1] == _version(x):
+                        inputs = [ref]  # a tensor node already: the usual case
+                    else:
+                        inputs = [state.boundary(x, t, parent, "constant")]
+                else:
+                    inputs = [state.boundary(x, t, parent, "constant")
+                              for x in flatten_tensors((args, kwargs))]
+            index = len(calls)
+            number = _autograd_number() if self.keep_breaks else 0
+            events.seq += 1
+            call = CallRecord(self._index_of[id(module)], parent, len(stack), events.seq, t,
+                              number, module.training)
+            call.inputs = inputs
+            calls.append(call)
+            stack.append(index)
+            if self.keep_breaks:
+                self.breaks.append((number, index, t))
+            if self.call_edges:
+                self._edges_into(index, inputs, t)
         except Exception as exc:  # a recorder bug must never break the user's forward
             self._fail(exc)
         finally:
-            self._quiet.__exit__(None, None, None)
-
-    def _enter(self, module: torch.nn.Module, module_index: int, args: tuple,
-               kwargs: dict) -> None:
-        state, events = self.state, self.events
-        stack, calls = state.stack, events.calls
-        if not stack:
-            self.forward_start = len(calls)
-            self.on_begin()
-        t = _now()
-        parent = stack[-1] if stack else -1
-        if parent < 0:
-            inputs = self._model_inputs(module, args, kwargs, t)
-        elif not kwargs and type(args) is tuple and len(args) == 1 \
-                and isinstance(args[0], _Tensor):
-            inputs = [state.boundary(args[0], t, parent, "constant")]
-        else:
-            inputs = [state.boundary(x, t, parent, "constant")
-                      for x in flatten_tensors((args, kwargs))]
-        index = len(calls)
-        number = _autograd_number() if self.keep_breaks else 0
-        call = CallRecord(module_index, parent, len(stack), events.next_seq(), t, number,
-                          module.training)
-        call.inputs = inputs
-        calls.append(call)
-        stack.append(index)
-        if self.keep_breaks:
-            self.breaks.append((number, index, t))
-        if self.call_edges:
-            self._edges_into(index, inputs, t)
+            quiet.__exit__(None, None, None)
 
     def _model_inputs(self, module: torch.nn.Module, args: tuple, kwargs: dict,
                       t: int) -> list:
@@ -131,45 +136,45 @@ class CallTracker:
         return refs
 
     def _post_hook(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
-        module_index = self._ignored(module)
+        if self._thread != _thread_id() or _graph_task_id() >= 0 or self.failure is not None \
+                or self.done:
+            return
+        module_index = self._index_of.get(id(module))
         if module_index is None:
             return
-        self._quiet.__enter__()
+        quiet = self._quiet
+        quiet.__enter__()
         try:
-            # torch calls an always_call hook as (module, args, None), without the kwargs it
-            # otherwise passes, exactly when the forward raised
-            raised = len(rest) == 1
-            self._leave(module_index, None if raised else rest[1], raised)
+            state, calls = self.state, self.events.calls
+            stack = state.stack
+            if not stack or calls[stack[-1]].module != module_index:
+                raise RuntimeError("module calls did not nest: a forward hook was skipped")
+            t = _now()
+            index = stack.pop()
+            call = calls[index]
+            call.t_end = t
+            # torch calls an always_call hook as (module, args, None), without the kwargs
+            # it otherwise passes, exactly when the forward raised
+            if len(rest) == 1:
+                self._note(sys.exc_info()[1], index)
+            elif not stack:
+                call.outputs = self._model_outputs(index, rest[1], t)
+            elif isinstance(rest[1], _Tensor):
+                call.outputs = [state.boundary(rest[1], t, index, self.boundary_role)]
+            else:
+                call.outputs = [state.boundary(x, t, index, self.boundary_role)
+                                for x in flatten_tensors(rest[1])]
+            if self.keep_breaks:
+                call.seq_end = _autograd_number()
+                self.breaks.append((call.seq_end, call.parent, t))
+            if self.call_edges:
+                self._edges_out(index, call.outputs, t)
+            if not stack:
+                self.on_end()
         except Exception as exc:
             self._fail(exc)
         finally:
-            self._quiet.__exit__(None, None, None)
-
-    def _leave(self, module_index: int, output: Any, raised: bool) -> None:
-        state, calls = self.state, self.events.calls
-        stack = state.stack
-        if not stack or calls[stack[-1]].module != module_index:
-            raise RuntimeError("module calls did not nest: a forward hook was skipped")
-        t = _now()
-        index = stack.pop()
-        call = calls[index]
-        call.t_end = t
-        if raised:
-            self._note(sys.exc_info()[1], index)
-        elif not stack:
-            call.outputs = self._model_outputs(index, output, t)
-        elif isinstance(output, _Tensor):
-            call.outputs = [state.boundary(output, t, index, self.boundary_role)]
-        else:
-            call.outputs = [state.boundary(x, t, index, self.boundary_role)
-                            for x in flatten_tensors(output)]
-        if self.keep_breaks:
-            call.seq_end = _autograd_number()
-            self.breaks.append((call.seq_end, call.parent, t))
-        if self.call_edges:
-            self._edges_out(index, call.outputs, t)
-        if not stack:
-            self.on_end()
+            quiet.__exit__(None, None, None)
 
     def _model_outputs(self, index: int, output: Any, t: int) -> list:
         """The top-level call's outputs, named by their path in what it returned."""
@@ -182,7 +187,7 @@ class CallTracker:
                 if events.roles.get(~ref) in (None, "output"):
                     events.roles[~ref] = "output"
                     events.names.setdefault(~ref, name)
-            if self.keep_grad_fns and not state.too_deep:
+            if self.keep_grad_fns and not state.chains.too_deep:
                 self.output_grad_fns.append(tensor.grad_fn)
             refs.append(ref)
         return refs

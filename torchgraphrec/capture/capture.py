@@ -101,7 +101,7 @@ class Capture:
             self._gc.__enter__()
         self._first_op = len(self.events.ops)
         self._number = _autograd_number()
-        self.state.deepest, self.state.too_deep = 0, False
+        self.state.chains.start(self._number)
         if self.mode is not None:
             self.mode.push()
 
@@ -136,7 +136,7 @@ class Capture:
             pairs = self._op_nodes()
         else:
             pairs = []
-        if self.state.too_deep:
+        if self.state.chains.too_deep:
             warnings.warn(
                 f"this forward chains more than {MAX_CHAIN:,} autograd nodes one after another: "
                 "the recording has every op, but no grad_fn names past that depth and no "
@@ -150,7 +150,7 @@ class Capture:
         """``(autograd node, op id)`` for the nodes the forward's ops made."""
         ops = self.events.ops[self._first_op:]
         roots, self.tracker.output_grad_fns = self.tracker.output_grad_fns, []
-        if not ops or self.state.too_deep:
+        if not ops or self.state.chains.too_deep:
             return []
         found = walk(roots, self._number, _autograd_number())
         pairs = owners([op[11] for op in ops], found, self._first_op)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchgraphrec.capture.events import Attrs, Events, Ref, layer_id
-from torchgraphrec.capture.opnames import args_text
+from torchgraphrec.capture.events import Events, Ref
+from torchgraphrec.capture.opnames import TENSOR, args_text
 from torchgraphrec.capture.tables import ModuleTable
 
 __all__ = ["Namer", "Describer"]
@@ -24,17 +24,22 @@ class Describer:
     """
 
     LIMIT = 4096
-    _shapes: dict[Any, tuple[int, ...]] = {}
+    _shapes: dict[Any, tuple[tuple[int, ...], str]] = {}
     _names: dict[Any, str] = {}
 
     def shape(self, shape: Any) -> tuple[int, ...]:
         """``torch.Size`` (or a tuple) as a plain tuple of int."""
-        plain = self._shapes.get(shape)
-        if plain is None:
+        return (self._shapes.get(shape) or self.shape_and_label(shape))[0]
+
+    def shape_and_label(self, shape: Any) -> tuple[tuple[int, ...], str]:
+        """The plain shape and its text, ``((2, 3), '(2, 3)')``."""
+        described = self._shapes.get(shape)
+        if described is None:
             if len(self._shapes) >= self.LIMIT:
                 self._shapes.clear()
-            plain = self._shapes[shape] = tuple(int(dim) for dim in shape)
-        return plain
+            plain = tuple(int(dim) for dim in shape)
+            described = self._shapes[shape] = (plain, str(plain))
+        return described
 
     def name(self, value: Any) -> str:
         """A dtype's or device's name without the ``torch.`` prefix."""
@@ -84,76 +89,97 @@ class Namer:
         return self.op_ids[ref] if ref >= 0 else self.tensor_ids[~ref]  # type: ignore[operator]
 
     def _ids(self, refs: list) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(self.ref_id(ref) for ref in refs))
+        if len(refs) == 1:
+            return (self.ref_id(refs[0]),)
+        return tuple(dict.fromkeys([self.ref_id(ref) for ref in refs]))
 
     def _name_calls(self) -> None:
         events, table = self.events, self.table
-        calls, t0 = events.calls, events.t0
+        calls, t0, counts, first_call = events.calls, events.t0, self._counts, self.first_call
+        qualnames, labels, types = table.qualnames, table.labels, table.types
         for index in range(self._named_calls, len(calls)):
             call = calls[index]
             module = call.module
-            call_index = self._counts.get(module, 0)
-            self._counts[module] = call_index + 1
-            self.first_call.setdefault(module, index)
-            qualname = table.qualnames[module]
-            call.node_id = layer_id(qualname, call_index)
+            call_index = counts.get(module, 0)
+            counts[module] = call_index + 1
+            if not call_index:
+                first_call[module] = index
+            qualname = qualnames[module]
+            call.node_id = f"layer:{qualname}#{call_index}"
             call.attrs = {
-                "kind": "layer", "label": table.labels[module],
+                "kind": "layer", "label": labels[module],
                 "parent": calls[call.parent].node_id if call.parent >= 0 else None,
                 "depth": call.depth, "seq": call.seq, "qualname": qualname,
-                "type": table.types[module], "call_index": call_index,
+                "type": types[module], "call_index": call_index,
                 "t_start_ns": call.t_start - t0, "t_end_ns": call.t_end - t0,
                 "num_params": 0, "settings": table.settings(module),
                 "training": call.training,
             }
 
     def _name_tensors(self) -> None:
-        events, describe, ids = self.events, self.describe, self.tensor_ids
-        calls, roles, names, t0 = events.calls, events.roles, events.names, events.t0
+        events, ids = self.events, self.tensor_ids
+        calls, roles, names, nested = events.calls, events.roles, events.names, self.nested
+        shapes, describe = Describer._shapes, self.describe
+        type_names = Describer._names
+        nodes = events.nodes
         for index in range(len(ids), len(events.tensors)):
-            number, version, shape, dtype, device, requires_grad, call, seq, t, _, _ = \
+            number, version, shape, dtype, device, requires_grad, call, seq, _, _, _ = \
                 events.tensors[index]
             node_id = f"tensor:{number}@v{version}"
             ids.append(node_id)
-            plain = describe.shape(shape)
-            producer = calls[call] if call >= 0 else None
+            plain, label = shapes.get(shape) or describe.shape_and_label(shape)
+            if call >= 0:
+                producer = calls[call]
+                parent, depth = producer.node_id, producer.depth + 1
+            else:
+                parent, depth = None, 0
             attrs = {
-                "kind": "tensor", "label": str(plain),
-                "parent": producer.node_id if producer else None,
-                "depth": producer.depth + 1 if producer else 0, "seq": seq,
-                "shape": plain, "dtype": describe.name(dtype), "device": describe.name(device),
+                "kind": "tensor", "label": label, "parent": parent, "depth": depth, "seq": seq,
+                "shape": plain, "dtype": type_names.get(dtype) or describe.name(dtype),
+                "device": type_names.get(device) or describe.name(device),
                 "requires_grad": requires_grad, "role": roles.get(index, "intermediate"),
                 "version": version,
             }
             if index in names:
                 attrs["name"] = names[index]
-            if index in self.nested:
+            if index in nested:
                 attrs["nested"] = True
-            events.nodes.append((node_id, attrs))
+            nodes.append((node_id, attrs))
 
     def _name_ops(self) -> None:
-        events, describe, ids = self.events, self.describe, self.op_ids
-        calls, t0, edges = events.calls, events.t0, events.edges
+        events, ids, tensor_ids = self.events, self.op_ids, self.tensor_ids
+        calls, t0, edges, nodes = events.calls, events.t0, events.edges, events.nodes
+        shapes, describe, type_names = Describer._shapes, self.describe, Describer._names
         for index in range(len(ids), len(events.ops)):
             (name, call, seq, t_start, t_end, refs, args, kwargs, shape, dtype, grad_fn,
              _, t_edges) = events.ops[index]
             node_id = f"op:{name}#{index}"
             ids.append(node_id)
             owner = calls[call]
-            events.nodes.append((node_id, {
+            nodes.append((node_id, {
                 "kind": "op", "label": name, "parent": owner.node_id, "depth": owner.depth + 1,
-                "seq": seq, "name": name, "grad_fn": grad_fn, "args": args_text(name, args, kwargs),
+                "seq": seq, "name": name, "grad_fn": grad_fn,
+                "args": "" if not kwargs and args.count(TENSOR) == len(args)
+                else args_text(name, args, kwargs),
                 "t_start_ns": t_start - t0, "t_end_ns": t_end - t0,
-                "shape": describe.shape(shape), "dtype": describe.name(dtype),
+                "shape": (shapes.get(shape) or describe.shape_and_label(shape))[0],
+                "dtype": type_names.get(dtype) or describe.name(dtype),
             }))
             t_ns = t_edges - t0
-            for offset, source in enumerate(dict.fromkeys(self.ref_id(ref) for ref in refs), 1):
-                kind = "param" if source.startswith("param:") else "flow"
-                edges.append((source, node_id, {"kind": kind, "seq": seq + offset, "t_ns": t_ns}))
+            seen: set = set()
+            for ref in refs:
+                source = ref if type(ref) is str else (ids[ref] if ref >= 0 else tensor_ids[~ref])
+                if source in seen:
+                    continue
+                seen.add(source)
+                seq += 1
+                edges.append((source, node_id, {
+                    "kind": "param" if type(ref) is str else "flow", "seq": seq, "t_ns": t_ns}))
 
     def _name_boundary_edges(self) -> None:
         events = self.events
+        edges, ref_id, t0 = events.edges, self.ref_id, events.t0
         for source, target, seq, t in events.boundary_edges:
-            events.edges.append((self.ref_id(source), self.ref_id(target),
-                                 {"kind": "flow", "seq": seq, "t_ns": t - events.t0}))
+            edges.append((ref_id(source), ref_id(target), {"kind": "flow", "seq": seq,
+                                                           "t_ns": t - t0}))
         events.boundary_edges.clear()

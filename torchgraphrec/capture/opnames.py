@@ -6,8 +6,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["op_name_of", "args_text", "MAX_ARGS_TEXT", "mutates_by_name", "strip_tensors",
-           "TENSOR"]
+__all__ = ["op_name_of", "args_text", "MAX_ARGS_TEXT", "mutates_by_name", "TENSOR"]
 
 MAX_ARGS_TEXT = 60
 
@@ -85,7 +84,8 @@ def mutates_by_name(name: str, args: tuple, kwargs: dict) -> Any:
 
 
 class _TensorMark:
-    """Stands for a tensor argument in the arguments an op record keeps."""
+    """Stands for a tensor argument in the arguments an op record keeps (so that a record
+    keeps no activation alive)."""
 
     __slots__ = ()
 
@@ -93,28 +93,8 @@ class _TensorMark:
         return "t"
 
 
-#: What :func:`strip_tensors` puts where a tensor was.
+#: What an op record keeps where a tensor argument was.
 TENSOR = _TensorMark()
-_Tensor = torch.Tensor
-
-
-def _strip(value: Any) -> Any:
-    if isinstance(value, _Tensor):
-        return TENSOR
-    if type(value) in (list, tuple) and any(isinstance(item, _Tensor) for item in value):
-        return tuple(TENSOR if isinstance(item, _Tensor) else item for item in value)
-    return value
-
-
-def strip_tensors(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """The arguments with every tensor replaced by :data:`TENSOR`, so that an op record
-    keeps no activation alive.
-
-    >>> strip_tensors((torch.zeros(1), [torch.zeros(1), 2], 3), {"out": torch.zeros(1)})
-    ((t, (t, 2), 3), {'out': t})
-    """
-    plain = tuple([_strip(value) for value in args])
-    return plain, ({key: _strip(value) for key, value in kwargs.items()} if kwargs else kwargs)
 
 
 def _value_text(value: Any) -> str:
@@ -158,6 +138,8 @@ def args_text(name: str, args: tuple, kwargs: dict) -> str:
     >>> args_text("cat", ([x, x],), {"dim": 1})
     'dim=1'
     """
+    if not kwargs and all(value is TENSOR for value in args):
+        return ""  # the usual case: tensors only
     if name in ("getitem", "setitem") and len(args) >= 2:
         index = args[1] if isinstance(args[1], tuple) else (args[1],)
         text = "[" + ", ".join(_value_text(item) for item in index) + "]"

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+import weakref
+from typing import Any, Callable, Optional
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from torchgraphrec.capture.autograd import MAX_CHAIN
-from torchgraphrec.capture.opnames import mutates_by_name, op_name_of, strip_tensors
+from torchgraphrec.capture.opnames import TENSOR, mutates_by_name, op_name_of
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 
 __all__ = ["OpMode"]
@@ -17,18 +17,8 @@ __all__ = ["OpMode"]
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
 _now = time.perf_counter_ns
+_ref = weakref.ref
 _autograd_number: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
-
-
-def _tensors_in(args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    """The tensor arguments, also inside lists and tuples (``torch.cat([a, b])``)."""
-    found = []
-    for value in (*args, *kwargs.values()) if kwargs else args:
-        if isinstance(value, _Tensor):
-            found.append(value)
-        elif type(value) in _SEQUENCES:
-            found += [item for item in value if isinstance(item, _Tensor)]
-    return found
 
 
 def _version(tensor: torch.Tensor) -> int:
@@ -38,21 +28,43 @@ def _version(tensor: torch.Tensor) -> int:
         return -1
 
 
+def _scan(values: Any, inputs: list, plain: list) -> None:
+    """Collect the tensors in ``values`` (one level into lists and tuples, as in
+    ``torch.cat([a, b])``) into ``inputs``, and ``values`` with tensors replaced by
+    :data:`TENSOR` into ``plain`` (so that a record keeps no activation alive)."""
+    for value in values:
+        if isinstance(value, _Tensor):
+            inputs.append(value)
+            plain.append(TENSOR)
+        elif type(value) in _SEQUENCES and any(isinstance(item, _Tensor) for item in value):
+            inputs += [item for item in value if isinstance(item, _Tensor)]
+            plain.append(tuple(TENSOR if isinstance(item, _Tensor) else item for item in value))
+        else:
+            plain.append(value)
+
+
 class OpMode(TorchFunctionMode):
     """Notes one op per call that returns a tensor or changes one in place.
 
     PyTorch pops the mode while its handler runs, so calls made inside an op's
     implementation belong to that op; the user's own modes further down the stack still see
-    every call. The handler's own reads of tensor metadata run with torch functions
-    disabled, so those modes never see them. Pushed when a recorded forward starts and popped
-    when it ends (:meth:`push`, :meth:`pop`).
+    every call. Where such modes exist, the handler's own reads of tensor metadata run with
+    torch functions disabled, so they never see them. Pushed when a recorded forward starts
+    and popped when it ends (:meth:`push`, :meth:`pop`).
+
+    The handler runs between the model's ops, whose compute leaves the caches cold: it is
+    one function with the common cases inline, since there every extra call and object
+    costs several times what it costs in a microbenchmark.
     """
 
     def __init__(self, state: CaptureState) -> None:
         super().__init__()
         self.state = state
+        # the same objects for the recorder's life, kept at hand for the handler
+        self._current, self._stack = state.values.current, state.stack
+        self._events, self._ops, self._chains = state.events, state.events.ops, state.chains
         self._names: dict[Any, str] = {}
-        self._quiet = torch._C.DisableTorchFunction()
+        self._guard: Optional[Any] = None
         self.pushed = False
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (),
@@ -64,75 +76,113 @@ class OpMode(TorchFunctionMode):
             name = self._names[func] = op_name_of(func)
         if not name:
             return func(*args, **kwargs)
-        quiet, state = self._quiet, self.state
-        quiet.__enter__()
-        try:
-            t0, number = _now(), _autograd_number()
-            inputs = _tensors_in(args, kwargs)
-            versions = [_version(tensor) for tensor in inputs]
-            seq = state.events.seq
-        finally:
-            quiet.__exit__(None, None, None)
+        guard = self._guard
+        if guard is not None:
+            guard.__enter__()
+        t0, number = _now(), _autograd_number()
+        inputs: list = []
+        plain: list = []
+        for value in args:
+            if isinstance(value, _Tensor):
+                inputs.append(value)
+                plain.append(TENSOR)
+            elif type(value) in _SEQUENCES:
+                _scan((value,), inputs, plain)
+            else:
+                plain.append(value)
+        plain_kwargs = kwargs
+        if kwargs:
+            values: list = []
+            _scan(kwargs.values(), inputs, values)
+            plain_kwargs = dict(zip(kwargs, values))
+        versions = []
+        for tensor in inputs:
+            try:
+                versions.append(tensor._version)
+            except RuntimeError:  # an inference tensor keeps no version counter
+                versions.append(-1)
+        events = self._events
+        seq_before = events.seq
+        if guard is not None:
+            guard.__exit__(None, None, None)
         out = func(*args, **kwargs)
-        quiet.__enter__()
+        if guard is not None:
+            guard.__enter__()
         try:
-            self._note(name, args, kwargs, out, inputs, versions, t0, number, seq)
+            t1, made = _now(), _autograd_number() - number
+            changed = None
+            position = 0
+            for tensor in inputs:
+                try:
+                    version = tensor._version
+                except RuntimeError:
+                    version = -1
+                if version != versions[position]:
+                    changed = (changed or []) + [(tensor, version)]
+                position += 1
+            if changed is None and versions and versions[0] < 0:  # inference tensors: by name
+                target = mutates_by_name(name, args, kwargs)
+                changed = [(target, -1)] if target is not None else None
+            if isinstance(out, _Tensor):
+                first, results = out, (out,)
+            elif isinstance(out, _SEQUENCES):
+                results = [item for item in out if isinstance(item, _Tensor)]
+                first = results[0] if results else None
+            else:
+                first, results = None, ()
+            if first is None:
+                if changed is None:
+                    return out  # returned no tensor and changed none: not an op
+                first = changed[0][0]
+            current, ops = self._current, self._ops
+            call = self._stack[-1] if self._stack else -1
+            refs = []
+            position = 0
+            for tensor in inputs:
+                entry = current.get(id(tensor))
+                if entry is not None and entry[1] == versions[position] and entry[0]() is tensor:
+                    refs.append(entry[2])
+                else:
+                    try:
+                        refs.append(self._producer(tensor, versions[position], call, t0, entry))
+                    except Uninitialized:  # a lazy module materializing its parameters
+                        return out
+                position += 1
+            index = len(ops)
+            if changed is not None:
+                for tensor, version in changed:
+                    self.state.values.changed(tensor, version, index)
+            for tensor in results:
+                entry = current.get(id(tensor))
+                if entry is None or entry[2] != index or entry[0]() is not tensor:
+                    try:
+                        version = tensor._version
+                    except RuntimeError:
+                        version = -1
+                    current[id(tensor)] = (_ref(tensor), version, index, None)
+            readable = self._chains.admit(refs, number, made, ops) if made else \
+                not self._chains.too_deep  # see ChainGuard
+            grad_fn = first.grad_fn if readable else None
+            try:
+                shape = first.shape
+            except RuntimeError:  # a nested tensor
+                shape = read_shape(first)
+            seq = events.seq + 1
+            events.seq = seq + len(refs)
+            ops.append((name, call, seq, t0, t1, refs, tuple(plain), plain_kwargs, shape,
+                        first.dtype, None if grad_fn is None else type(grad_fn).__name__, number,
+                        t0 if seq_before == seq - 1 else t1))
+            return out
         finally:
-            quiet.__exit__(None, None, None)
-        return out
+            if guard is not None:
+                guard.__exit__(None, None, None)
 
-    def _note(self, name: str, args: tuple, kwargs: dict, out: Any, inputs: list,
-              versions: list[int], t0: int, number: int, seq_before: int) -> None:
-        t1, made = _now(), _autograd_number() - number
-        changed = [(tensor, now) for tensor, before in zip(inputs, versions)
-                   if (now := _version(tensor)) != before]
-        if not changed and versions and versions[0] < 0:  # inference tensors: by name
-            target = mutates_by_name(name, args, kwargs)
-            changed = [(target, -1)] if target is not None else []
-        results = [out] if isinstance(out, _Tensor) else (
-            [item for item in out if isinstance(item, _Tensor)]
-            if isinstance(out, _SEQUENCES) else [])
-        if not results and not changed:
-            return  # returned no tensor and changed none: not an op
-        state = self.state
-        events, values = state.events, state.values
-        # a call observed inside the op (rare) came after its start: keep t_ns monotonic
-        t_edges = t0 if events.seq == seq_before else t1
-        call = state.stack[-1] if state.stack else -1
-        try:
-            refs = [self._producer(tensor, version, call, t0)
-                    for tensor, version in zip(inputs, versions)]
-        except Uninitialized:  # a lazy module materializing its parameters
-            return
-        index = len(events.ops)
-        for tensor, version in changed:
-            values.changed(tensor, version, index)
-        first = results[0] if results else changed[0][0]
-        for tensor in results:
-            entry = values.current.get(id(tensor))
-            if entry is None or entry[2] != index or entry[0]() is not tensor:
-                values.set(tensor, _version(tensor), index, None)
-        # a result may be an older node (an alias of an input): the producers' depth counts
-        depth = made + max([state.depth_of(ref) for ref in refs], default=0) \
-            if made or state.deepest else 0
-        state.op_depths.append(depth)
-        if depth > state.deepest:
-            state.deepest = depth
-            state.too_deep = depth > MAX_CHAIN
-        grad_fn = None if state.too_deep else first.grad_fn  # see MAX_CHAIN
-        seq = events.seq + 1
-        events.seq = seq + len(refs)
-        events.ops.append((name, call, seq, t0, t1, refs, *strip_tensors(args, kwargs), read_shape(first),
-                           first.dtype, type(grad_fn).__name__ if grad_fn is not None else None,
-                           number, t_edges))
-
-    def _producer(self, tensor: torch.Tensor, version: int, call: int, t: int) -> Any:
-        """What produced ``tensor`` at ``version`` (its version when the op started)."""
+    def _producer(self, tensor: torch.Tensor, version: int, call: int, t: int,
+                  entry: Any) -> Any:
+        """What produced ``tensor`` at ``version``, where its entry does not say at once:
+        a change through a view, a param, a constant."""
         values = self.state.values
-        entry = values.current.get(id(tensor))
         if entry is not None and entry[0]() is tensor:
-            if entry[1] == version:
-                return entry[2]
             written = values.written(tensor, version, entry)
             if written is not None:
                 return written[2]
@@ -141,6 +191,9 @@ class OpMode(TorchFunctionMode):
     def push(self) -> None:
         """Start recording ops (at the start of a recorded forward)."""
         if not self.pushed:
+            # modes below this one would see the handler's own metadata reads
+            outer = torch._C._len_torch_function_stack() > 0
+            self._guard = torch._C.DisableTorchFunction() if outer else None
             self.__enter__()
             self.pushed = True
 
@@ -151,8 +204,7 @@ class OpMode(TorchFunctionMode):
         self.pushed = False
         from torch.overrides import _get_current_function_mode_stack, _pop_mode, _push_mode
 
-        stack = _get_current_function_mode_stack()
-        if self not in stack:
+        if self not in _get_current_function_mode_stack():
             return
         above = []
         while True:

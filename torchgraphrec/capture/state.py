@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from torch.nn.parameter import is_lazy
 
+from torchgraphrec.capture.chains import ChainGuard
 from torchgraphrec.capture.events import Events, Ref
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.capture.values import Entry, Values, version_of
@@ -50,8 +51,7 @@ class CaptureState:
         autograd: keep each boundary tensor's ``grad_fn`` (the autograd view walks from them).
     """
 
-    __slots__ = ("table", "events", "values", "stack", "autograd", "nested", "op_depths",
-                 "tensor_depths", "deepest", "too_deep")
+    __slots__ = ("table", "events", "values", "stack", "autograd", "nested", "chains")
 
     def __init__(self, table: ModuleTable, events: Events, autograd: bool = False) -> None:
         self.table = table
@@ -60,12 +60,7 @@ class CaptureState:
         self.stack: list[int] = []
         self.autograd = autograd
         self.nested: set[int] = set()  # indices of tensor records of nested tensors
-        # the longest chain of autograd nodes ending in each op's (or tensor's) result, at
-        # most: past MAX_CHAIN, touching a node from Python makes PyTorch crash later
-        self.op_depths: list[int] = []
-        self.tensor_depths: dict[int, int] = {}
-        self.deepest = 0  # over the current forward
-        self.too_deep = False  # the current forward passed the limit: its nodes stay untouched
+        self.chains = ChainGuard(events)
 
     def tensor_node(self, tensor: torch.Tensor, version: int, number: int, call: int, t: int,
                     role: str | None = None) -> int:
@@ -111,30 +106,41 @@ class CaptureState:
         """The node standing for ``tensor`` at a call boundary: an op's result becomes a
         tensor node (with an edge from the op); a value nothing produced gets a node for
         ``call`` with ``role`` (see :meth:`unknown`)."""
-        entry = self.values.lookup(tensor)
-        if entry is None:
-            return self.unknown(tensor, version_of(tensor), call, t, role)
-        ref = entry[2]
-        if type(ref) is int and ref >= 0:
-            return self._op_result(tensor, entry, ref, t)
-        return ref
-
-    def _op_result(self, tensor: torch.Tensor, entry: Entry, op: int, t: int) -> Ref:
-        number = self.values.number(tensor, entry)
-        index = self.tensor_node(tensor, entry[1], number, self.events.ops[op][1], t)
-        self.tensor_depths[index] = self.op_depths[op]
-        events = self.events
-        events.boundary_edges.append((op, ~index, events.next_seq(), t))
-        self.values.set(tensor, entry[1], ~index, number)
+        try:
+            version = tensor._version
+        except RuntimeError:  # an inference tensor keeps no version counter
+            version = -1
+        current = self.values.current
+        entry = current.get(id(tensor))
+        if entry is None or entry[0]() is not tensor:
+            return self.unknown(tensor, version, call, t, role)
+        if entry[1] != version:
+            entry = self.values.written(tensor, version, entry)
+            if entry is None:
+                return self.unknown(tensor, version, call, t, role)
+        op = entry[2]
+        if type(op) is not int or op < 0:
+            return op
+        # an op's result crosses a boundary: it becomes a tensor node, fed by the op (inline:
+        # this runs between layers, where every call costs several times its microbenchmark)
+        events, number = self.events, entry[3]
+        if number is None:
+            number = self.values.numbers
+            self.values.numbers += 1
+        index = len(events.tensors)
+        try:
+            shape = tensor.shape
+        except RuntimeError:  # a nested tensor
+            shape = read_shape(tensor)
+            self.nested.add(index)
+        seq = events.seq + 1
+        events.seq = seq + 1
+        events.tensors.append((number, version if version > 0 else 0, shape, tensor.dtype,
+                               tensor.device, tensor.requires_grad, events.ops[op][1], seq, t,
+                               None, 0))
+        events.boundary_edges.append((op, ~index, seq + 1, t))
+        current[id(tensor)] = (entry[0], version, ~index, number)
         return ~index
-
-    def depth_of(self, ref: Ref) -> int:
-        """The longest autograd chain ending in what ``ref`` names (0 for params and inputs)."""
-        if type(ref) is str:
-            return 0
-        if ref >= 0:  # type: ignore[operator]
-            return self.op_depths[ref]  # type: ignore[index]
-        return self.tensor_depths.get(~ref, 0)  # type: ignore[operator]
 
     def seq_of(self, ref: Ref) -> int:
         """When the node ``ref`` names was observed (params: before everything)."""
