@@ -242,6 +242,42 @@ class PartlyNoGrad(nn.Module):
         return self.trained(h)
 
 
+def _ids(vocabulary: int, *shape: int) -> torch.Tensor:
+    return torch.randint(0, vocabulary, shape)
+
+
+def bert() -> Case:
+    """Hugging Face BERT from a small config, called as Hugging Face models mostly are:
+    ``model(**batch)``, a padding mask and token types included."""
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[1, 6:] = 0
+    return Case(BertModel(config).eval(), (), {"input_ids": _ids(64, 2, 8), "attention_mask": mask})
+
+
+def llama() -> Case:
+    """Hugging Face Llama from a small config: rotary positions, grouped-query attention."""
+    from transformers import LlamaConfig, LlamaModel
+
+    config = LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
+                         max_position_embeddings=32)
+    return Case(LlamaModel(config).eval(), (), {"input_ids": _ids(64, 2, 8)})
+
+
+def t5() -> Case:
+    """Hugging Face T5 (encoder-decoder) from a small config, keyword arguments only."""
+    from transformers import T5Config, T5Model
+
+    config = T5Config(vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                      num_decoder_layers=2, num_heads=4, decoder_start_token_id=0)
+    return Case(T5Model(config).eval(), (),
+                {"input_ids": _ids(64, 2, 8), "decoder_input_ids": _ids(64, 2, 4)})
+
+
 def gpt2() -> Case:
     from transformers import GPT2Config, GPT2Model
 
@@ -306,6 +342,9 @@ ZOO: dict[str, Callable[[], Case]] = {
     "direct_parameter": lambda: Case(DirectParameter(), (torch.randn(2, 4),), {}),
     "no_grad_block": lambda: Case(PartlyNoGrad(), (torch.randn(2, 4),), {}),
     "gpt2": gpt2,
+    "bert": bert,
+    "llama": llama,
+    "t5": t5,
 }
 
 
