@@ -82,17 +82,33 @@ def _add_edges(graph: nx.DiGraph, diff: "GraphDiff", ids: dict[str, str]) -> Non
             graph.add_edge(ids[source], ids[target], **attrs, diff="removed")
 
 
-def _mark_inside(graph: nx.DiGraph) -> None:
-    """``diff_inside`` on every layer: whether anything in its subtree differs."""
+def _layer_of(graph: nx.DiGraph, node: str) -> Optional[str]:
+    return node if graph.nodes[node]["kind"] == "layer" else graph.nodes[node]["parent"]
+
+
+def _common_call(graph: nx.DiGraph, source: str, target: str) -> Optional[str]:
+    """The innermost call holding both ends of an edge: where a rewiring was written."""
+    holders, up = set(), _layer_of(graph, source)
+    while up is not None:
+        holders.add(up)
+        up = graph.nodes[up]["parent"]
+    up = _layer_of(graph, target)
+    while up is not None and up not in holders:
+        up = graph.nodes[up]["parent"]
+    return up
+
+
+def _mark_inside(graph: nx.DiGraph, diff: "GraphDiff", ids: dict[str, str]) -> None:
+    """``diff_inside`` on every layer: whether anything in its subtree differs. A node
+    added, removed or changed marks its calls; an edge rewired between matched nodes marks
+    the calls holding both its ends (edges to added or removed nodes mark nothing more)."""
     for _, attrs in graph.nodes(data=True):
         if attrs["kind"] == "layer":
             attrs["diff_inside"] = False
-    touched: list[Any] = [n for n, a in graph.nodes(data=True) if a["diff"] != "same"]
-    for _, target, status in graph.edges(data="diff"):
-        if status != "same":  # what now reaches a node differs there, not where it came from
-            touched.append(target)
+    touched = [_layer_of(graph, n) for n, a in graph.nodes(data=True) if a["diff"] != "same"]
+    rewired = [*diff.edges_added, *((ids[s], ids[t]) for s, t in diff.edges_removed)]
+    touched += [_common_call(graph, source, target) for source, target in rewired]
     for node in touched:
-        node = node if graph.nodes[node]["kind"] == "layer" else graph.nodes[node]["parent"]
         while node is not None and not graph.nodes[node]["diff_inside"]:
             graph.nodes[node]["diff_inside"] = True
             node = graph.nodes[node]["parent"]
@@ -103,7 +119,8 @@ def union_graph(diff: "GraphDiff") -> nx.DiGraph:
 
     Nodes and edges carry ``diff`` (one of :data:`STATUSES`); changed nodes carry
     ``diff_changes`` (``{attribute: (old, new)}``); every layer carries ``diff_inside``
-    (whether it or anything under it differs). Nodes of ``b`` keep their ids; removed
+    (whether it or anything under it differs, so that a drawing at any depth shows where
+    to look). Nodes of ``b`` keep their ids; removed
     nodes keep their id in ``a``, with ``~a`` appended where ``b`` uses it already. The
     graph attributes are ``b``'s, with ``diff_a_model`` (``a``'s ``model``).
     """
@@ -111,5 +128,5 @@ def union_graph(diff: "GraphDiff") -> nx.DiGraph:
     graph = nx.DiGraph(**diff.b.graph, diff_a_model=diff.a.graph.get("model", ""))
     _add_nodes(graph, diff, ids)
     _add_edges(graph, diff, ids)
-    _mark_inside(graph)
+    _mark_inside(graph, diff, ids)
     return graph
