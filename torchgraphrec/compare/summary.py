@@ -174,13 +174,17 @@ def _loose_notes(diff: "GraphDiff", notes: dict, subtrees: tuple) -> None:
                 note.ops.append(text)
     for node, changes in diff.changed.items():
         attrs = diff.b.nodes[node]
-        if attrs["kind"] in ("op", "param"):
-            parts = [items_change(*changes[k]) if k == "args" else
-                     f"{value_text(changes[k][0])} -> {value_text(changes[k][1])}"
-                     for k in changes]
-            target = notes[_call_key(diff.b, node)]
-            (target.params if attrs["kind"] == "param" else target.ops).append(
-                f"{_leaf_name(attrs)} {'; '.join(parts)}")
+        if attrs["kind"] not in ("op", "param"):
+            continue
+        target = notes[_call_key(diff.b, node)]
+        if attrs["kind"] == "op" and "args" not in changes:
+            target.secondary = not target.own  # its result's shape followed its inputs'
+            continue
+        parts = [items_change(*changes[k]) if k == "args" else
+                 f"{value_text(changes[k][0])} -> {value_text(changes[k][1])}"
+                 for k in changes if attrs["kind"] == "param" or k == "args"]
+        (target.params if attrs["kind"] == "param" else target.ops).append(
+            f"{_leaf_name(attrs)} {'; '.join(parts)}")
 
 
 def _note_line(name: str, note: _Notes) -> str:
