@@ -1,4 +1,4 @@
-"""The command line: ``torchgraphrec render|diff|demo|doctor``; parsing only, work is done elsewhere.
+"""The command line: ``torchgraphrec render|diff|demo|doctor``; parsing only, work done elsewhere.
 
 Errors are one line on stderr with exit status 1 (2 for usage errors; ``diff`` exits 0 when
 the models are the same, 1 when they differ and 2 on any error, as ``diff`` does).

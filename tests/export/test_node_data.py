@@ -1,4 +1,4 @@
-"""rec.render("x.me-data.json", data=...): Model Explorer's node-data overlay of any numeric attribute."""
+"""rec.render("x.me-data.json", data=...): Model Explorer's overlay of a numeric attribute."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""rec.render("run.trace.json"): Chrome trace events that Perfetto opens, nested as the calls ran."""
+"""rec.render("run.trace.json"): Chrome trace events for Perfetto, nested as the calls ran."""
 
 from __future__ import annotations
 

@@ -49,10 +49,13 @@ def _root(graph: nx.DiGraph, group: frozenset, node: str) -> Optional[str]:
 
 
 def _counts(diff: "GraphDiff", kind: str) -> list[int]:
-    kinds = (diff.b.nodes[n]["kind"] for n in diff.added), (
-        diff.a.nodes[n]["kind"] for n in diff.removed), (
-        diff.b.nodes[n]["kind"] for n in diff.changed)
-    return [sum(k == kind for k in found) for found in kinds]
+    """How many nodes of ``kind`` were added, removed and changed."""
+    sides = ((diff.b, diff.added), (diff.a, diff.removed), (diff.b, diff.changed))
+    return [sum(graph.nodes[n]["kind"] == kind for n in nodes) for graph, nodes in sides]
+
+
+def _calls(graph: nx.DiGraph, nodes: Iterable[str]) -> frozenset:
+    return frozenset(n for n in nodes if graph.nodes[n]["kind"] == "layer")
 
 
 def _plural(count: int, noun: str) -> str:
@@ -159,7 +162,8 @@ def _leaf_name(attrs: dict) -> str:
 
 
 def _loose_notes(diff: "GraphDiff", notes: dict, subtrees: tuple) -> None:
-    """Ops and params added, removed or changed, at the call they belong to."""
+    """Ops and params added or removed, at the call they belong to, outside the subtrees
+    added or removed whole."""
     sides = ((diff.b, diff.added, "+", subtrees[0]), (diff.a, diff.removed, "-", subtrees[1]))
     for graph, group, sign, tree in sides:
         for node in sorted(group, key=lambda n: graph.nodes[n]["seq"]):
@@ -172,6 +176,11 @@ def _loose_notes(diff: "GraphDiff", notes: dict, subtrees: tuple) -> None:
                 note.params.append(f"{text} ({value_text(attrs['shape'])})")
             else:
                 note.ops.append(text)
+
+
+def _changed_notes(diff: "GraphDiff", notes: dict) -> None:
+    """Ops given other arguments and params of another shape, at their call; an op whose
+    result only took another shape makes its call a consequence."""
     for node, changes in diff.changed.items():
         attrs = diff.b.nodes[node]
         if attrs["kind"] not in ("op", "param"):
@@ -226,11 +235,13 @@ def _interface_lines(diff: "GraphDiff") -> list[str]:
 def _call_lines(diff: "GraphDiff", subtrees: tuple) -> list[str]:
     shared_counts = _shared_changes(diff)
     shared = {change for change, count in shared_counts.items() if count >= SHARED}
-    lines = [f"{name} {value_text(old)} -> {value_text(new)} in {shared_counts[(name, old, new)]:,} calls"
-             for name, old, new in sorted(shared, key=lambda c: -shared_counts[c])]
+    lines = [f"{change[0]} {value_text(change[1])} -> {value_text(change[2])} in "
+             f"{shared_counts[change]:,} calls"
+             for change in sorted(shared, key=lambda c: -shared_counts[c])]
     notes: dict[Optional[CallKey], _Notes] = defaultdict(_Notes)
     _layer_notes(diff, notes, shared)
     _loose_notes(diff, notes, subtrees)
+    _changed_notes(diff, notes)
     names = {key: (key[0] or diff.b.graph.get("model", "")) + (f"#{key[1]}" if key[1] else "")
              for key in notes if key is not None}
     names[None] = "the top level"
@@ -260,8 +271,7 @@ def summarize(diff: "GraphDiff", *, max_lines: int = 12) -> str:
     headline = _headline(diff)
     if not diff:
         return headline
-    layers = lambda graph, group: frozenset(n for n in group if graph.nodes[n]["kind"] == "layer")  # noqa: E731
-    subtrees = (layers(diff.b, diff.added), layers(diff.a, diff.removed))
+    subtrees = (_calls(diff.b, diff.added), _calls(diff.a, diff.removed))
     whole = (_subtree_lines(diff.b, diff.added, subtrees[0], "added")
              + _subtree_lines(diff.a, diff.removed, subtrees[1], "removed"))
     body = [text for _, text in sorted(whole, key=lambda item: -item[0])]

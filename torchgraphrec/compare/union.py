@@ -1,4 +1,4 @@
-"""The union of two compared recordings: one graph in the schema, each node marked with its status."""
+"""The union of two compared recordings: one graph in the schema, each node marked by status."""
 
 from __future__ import annotations
 

@@ -63,8 +63,9 @@ def _attributes(graph: nx.DiGraph, node: str) -> list[dict]:
 
 def _tensor_item(index: int, attrs: dict, name: str) -> dict:
     shape = ", ".join(str(dim) for dim in attrs["shape"])
-    return {"id": str(index), "attrs": [{"key": "tensor_shape", "value": f"{attrs['dtype']}[{shape}]"},
-                                        {"key": "tensor_name", "value": name}]}
+    return {"id": str(index), "attrs": [
+        {"key": "tensor_shape", "value": f"{attrs['dtype']}[{shape}]"},
+        {"key": "tensor_name", "value": name}]}
 
 
 def _outputs(plan: Plan, node: str) -> list[dict]:
