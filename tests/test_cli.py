@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -120,8 +121,84 @@ def test_the_commands_shown_in_the_docs_run(tmp_path: Path, monkeypatch, capsys)
     page = (Path(__file__).parent.parent / "docs" / "cli.rst").read_text(encoding="utf-8")
     commands = [line.strip()[2:] for line in page.splitlines()
                 if line.strip().startswith("$ torchgraphrec ")]
-    assert len(commands) == 5
+    assert len(commands) == 6
     monkeypatch.chdir(tmp_path)
     for command in commands:
         assert main(shlex.split(command)[1:]) == 0, command
     assert {"model.svg", "demo.html", "net.dot"} <= {p.name for p in tmp_path.iterdir()}
+
+
+DIFF_FACTORIES = textwrap.dedent("""
+    import torch
+
+    def narrow():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+
+    def wide():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU())
+""")
+
+
+@pytest.fixture
+def diff_file(tmp_path: Path) -> Path:
+    path = tmp_path / "diff_factories.py"
+    path.write_text(DIFF_FACTORIES)
+    return path
+
+
+def test_diff_exits_0_when_the_same(diff_file: Path, capsys) -> None:
+    assert main(["diff", f"{diff_file}:narrow", f"{diff_file}:narrow",
+                 "--input-shape", "2,4"]) == 0
+    assert capsys.readouterr().out.startswith("same: 3 calls, ")
+
+
+def test_diff_exits_1_when_they_differ_and_writes_the_union(diff_file: Path, tmp_path: Path,
+                                                           capsys) -> None:
+    out = tmp_path / "diff.json"
+    assert main(["diff", f"{diff_file}:narrow", f"{diff_file}:wide", "--input-shape", "2,4",
+                 "-o", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert "changed 0 Linear: out_features=8 -> 16" in printed
+    from torchgraphrec.graph import from_json
+
+    union = from_json(out.read_text())
+    assert union.nodes["layer:0#0"]["diff"] == "changed"
+    assert union.nodes["layer:1#0"]["diff_changes"]["output_shapes"] == (((2, 8),), ((2, 16),))
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["diff", "missing.json", "missing.json"], "No such file or directory"),
+    (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "-o", "x.svg"],
+     r"unknown format: '.svg' \(must be one of \['.json'\]"),
+    (["diff", "FILE:narrow", "FILE:wide"], "returned a model without inputs"),
+    (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "--max-lines", "0"],
+     "max_lines must be a whole number >= 1, got 0"),
+])
+def test_diff_exits_2_on_errors(argv, match, diff_file, tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = [str(diff_file) + a[4:] if a.startswith("FILE") else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("torchgraphrec: error: ") and "\n" not in err
+    assert re.search(match, err)
+    assert not list(tmp_path.glob("x.*"))
+
+
+def test_diff_usage_errors_exit_with_status_2(capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["diff", "only-one.json"])
+    assert exited.value.code == 2
+    assert "the following arguments are required: B" in capsys.readouterr().err
+
+
+def test_diff_of_saved_recordings_never_imports_torch(tmp_path: Path) -> None:
+    assert main(["demo", "-o", str(tmp_path)]) == 0
+    saved = str(tmp_path / "demo.json")
+    script = (f"import sys; from torchgraphrec.cli import main; "
+              f"code = main(['diff', {saved!r}, {saved!r}]); "
+              f"assert 'torch' not in sys.modules, 'torch was imported'; sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("same: ")

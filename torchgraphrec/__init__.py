@@ -1,5 +1,6 @@
 """torchgraphrec: record one real execution of a PyTorch model as a networkx graph."""
 
+from torchgraphrec.compare import GraphDiff, diff
 from torchgraphrec.errors import CaptureError, SchemaError, TorchGraphRecError
 from torchgraphrec.graph import collapse, from_json, to_json, validate
 from torchgraphrec.recording import Recording, record
@@ -21,6 +22,8 @@ __all__ = [
     "to_json",
     "from_json",
     "to_dot",
+    "diff",
+    "GraphDiff",
     "SCHEMA_VERSION",
     "TorchGraphRecError",
     "SchemaError",

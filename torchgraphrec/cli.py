@@ -1,7 +1,8 @@
-"""The command line: ``torchgraphrec render|demo|doctor``; parsing only, work is done elsewhere.
+"""The command line: ``torchgraphrec render|diff|demo|doctor``; parsing only, work done elsewhere.
 
-Errors are one line on stderr with exit status 1 (2 for usage errors). ``--help`` and
-``render recording.json`` never import torch.
+Errors are one line on stderr with exit status 1 (2 for usage errors; ``diff`` exits 0 when
+the models are the same, 1 when they differ and 2 on any error, as ``diff`` does).
+``--help``, ``render recording.json`` and ``diff a.json b.json`` never import torch.
 """
 
 from __future__ import annotations
@@ -31,6 +32,28 @@ def _add_render_options(parser: argparse.ArgumentParser) -> None:
                             help=f"leave {kind} out of the drawing")
 
 
+def _add_input_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--input-shape", action="append", default=[], metavar="SHAPE",
+                        help="an input's shape, e.g. 1,3,32,32 (repeat for several inputs)")
+    parser.add_argument("--dtype", default="float32", help="the inputs' dtype (default float32)")
+
+
+def _add_diff(commands: Any) -> None:
+    diff = commands.add_parser(
+        "diff", help="compare two models or saved recordings; exit 0 if the same, 1 if not",
+        description="A and B are each pkg.module:factory, file.py:factory or a recording "
+                    "saved as .json. Prints what B adds, removes and changes relative to A. "
+                    "Exit status: 0 the same, 1 different, 2 trouble (as diff).")
+    diff.add_argument("a", metavar="A", help="the old side")
+    diff.add_argument("b", metavar="B", help="the new side")
+    diff.add_argument("-o", "--output", type=Path, default=None,
+                      help="also write the union of both graphs, each node marked same, "
+                           "added, removed or changed (.json)")
+    _add_input_options(diff)
+    diff.add_argument("--max-lines", type=int, default=12, metavar="N",
+                      help="longest summary printed, in lines after the first (default 12)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchgraphrec",
@@ -44,11 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("-o", "--output", required=True, type=Path,
                         help="file to write; its suffix names the format "
                              "(.svg .html .png .pdf .dot .gv .json .graphml)")
-    render.add_argument("--input-shape", action="append", default=[], metavar="SHAPE",
-                        help="an input's shape, e.g. 1,3,32,32 (repeat for several inputs)")
-    render.add_argument("--dtype", default="float32", help="the inputs' dtype (default float32)")
+    _add_input_options(render)
     render.add_argument("--backward", action="store_true", help="also record a backward pass")
     _add_render_options(render)
+    _add_diff(commands)
     demo = commands.add_parser("demo", help="record a built-in small model and write every format")
     demo.add_argument("-o", "--output", required=True, type=Path, metavar="DIR",
                       help="folder to write the outputs into (created if missing)")
@@ -73,6 +95,16 @@ def _render(options: argparse.Namespace) -> int:
     return 0
 
 
+def _diff(options: argparse.Namespace) -> int:
+    from torchgraphrec.commands import diff_targets
+    from torchgraphrec.loader import parse_shape
+
+    shapes = [parse_shape(text) for text in options.input_shape]
+    found = diff_targets((options.a, options.b), options.output, shapes, options.dtype)
+    print(found.summary(max_lines=options.max_lines))
+    return 1 if found else 0
+
+
 def _demo(options: argparse.Namespace) -> int:
     from torchgraphrec.demo import run_demo
 
@@ -91,10 +123,10 @@ def _doctor(options: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     options = _parser().parse_args(argv)
-    handlers = {"render": _render, "demo": _demo, "doctor": _doctor}
+    handlers = {"render": _render, "diff": _diff, "demo": _demo, "doctor": _doctor}
     try:
         return handlers[options.command](options)
     except Exception as exc:  # one clear line, not a traceback, for any failure
         message = str(exc).splitlines()[0] if str(exc) else ""
         print(f"torchgraphrec: error: {type(exc).__name__}: {message}", file=sys.stderr)
-        return 1
+        return 2 if options.command == "diff" else 1  # diff's 1 means "they differ"

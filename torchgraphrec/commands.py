@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
-__all__ = ["render_target", "doctor_report"]
+__all__ = ["load_graph", "render_target", "diff_targets", "doctor_report"]
 
 
 def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]], dtype: str) -> tuple:
@@ -21,22 +21,45 @@ def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]], dtype: str
     return model, inputs if isinstance(inputs, tuple) else (inputs,)
 
 
+def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
+               backward: bool = False) -> Any:
+    """The graph of a saved recording (``.json``: torch is not imported) or of one run of
+    the model a factory makes."""
+    if target.endswith(".json"):
+        from torchgraphrec.graph import from_json
+
+        return from_json(Path(target).read_text(encoding="utf-8"))
+    from torchgraphrec.recording import record
+
+    model, inputs = _model_and_inputs(target, shapes, dtype)
+    return record(model, inputs, backward=backward).graph
+
+
 def render_target(target: str, output: Path, options: dict[str, Any],
                   shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
                   backward: bool = False) -> Path:
     """Render a saved recording (``.json``: torch is not imported) or a model factory."""
     from torchgraphrec.render.write import write
 
-    if target.endswith(".json"):
-        from torchgraphrec.graph import from_json
+    return write(load_graph(target, shapes, dtype, backward), output, **options)
 
-        graph = from_json(Path(target).read_text(encoding="utf-8"))
-    else:
-        from torchgraphrec.recording import record
 
-        model, inputs = _model_and_inputs(target, shapes, dtype)
-        graph = record(model, inputs, backward=backward).graph
-    return write(graph, output, **options)
+def diff_targets(targets: Sequence[str], output: Optional[Path] = None,
+                 shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32") -> Any:
+    """The :class:`~torchgraphrec.GraphDiff` of two targets (saved recordings or
+    factories, each with the same inputs); with ``output`` (``.json``), also write its
+    union graph there."""
+    from torchgraphrec.compare import diff
+
+    if output is not None and output.suffix.lower() != ".json":
+        raise ValueError(f"unknown format: {output.suffix or output.name!r} (must be one of "
+                         "['.json']; drawings of a diff are not written yet)")
+    found = diff(*(load_graph(target, shapes, dtype) for target in targets))
+    if output is not None:
+        from torchgraphrec.render.write import write
+
+        write(found.union, output)
+    return found
 
 
 def doctor_report() -> list[str]:

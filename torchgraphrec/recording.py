@@ -32,9 +32,12 @@ class Recording:
     def render(self, path: Any, **options: Any) -> Any:
         """Write the recording to ``path``, in the format its suffix names: ``.dot``/``.gv``,
         ``.svg``, ``.png``, ``.pdf``, ``.html`` (the interactive report), ``.json`` (the
-        schema's JSON) or ``.graphml``.
+        schema's JSON), ``.graphml``, or for other viewers ``.me.json`` (Model Explorer),
+        ``.me-data.json`` (its node-data overlay of ``data=``, a numeric attribute) and
+        ``.trace.json`` (a Perfetto timeline).
 
-        Returns the path written. Raises ``ValueError`` for an unknown suffix.
+        Returns the path written. Raises ``ValueError`` for an unknown suffix and
+        ``TypeError`` for an option the format does not take.
         """
         from torchgraphrec.render.write import write
 

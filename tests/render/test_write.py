@@ -126,3 +126,25 @@ def test_written_files_get_ordinary_permissions(recording, tmp_path) -> None:
     finally:
         os.umask(mask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("name, check", [
+    ("model.me.json", lambda doc: doc["graphs"][0]["id"] == "ResNetLike"),
+    ("run.TRACE.json", lambda doc: doc["traceEvents"][0]["ph"] == "M"),
+    ("model.v2.json", lambda doc: doc["format"] == "torchgraphrec.recording"),
+])
+def test_compound_suffixes_name_the_export_before_plain_json(recording, tmp_path, name,
+                                                             check) -> None:
+    assert check(json.loads(recording.render(tmp_path / name).read_text()))
+
+
+@pytest.mark.parametrize("name, options, match", [
+    ("run.trace.json", {"depth": 1}, r"unknown option 'depth' for .trace.json \(must be one "
+                                     r"of \[\]\)"),
+    ("model.me.json", {"data": "flops"}, r"unknown option 'data' for .me.json"),
+    ("model.svg", {"data": "flops"}, r"unknown option 'data' \(must be one of \['depth'"),
+])
+def test_each_format_takes_its_own_options(recording, tmp_path, name, options, match) -> None:
+    with pytest.raises(TypeError, match=match):
+        recording.render(tmp_path / name, **options)
+    assert not list(tmp_path.iterdir())

@@ -1,4 +1,8 @@
-"""Writing a recorded graph to a file whose suffix names the format, atomically."""
+"""Writing a recorded graph to a file whose suffix names the format, atomically.
+
+Drawings take :class:`~torchgraphrec.render.RenderOptions`; exports for other tools
+(``.me.json``, ``.me-data.json``, ``.trace.json``) take their own few options.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from torchgraphrec.render.dot import to_dot
 from torchgraphrec.render.engine import run_engine
 from torchgraphrec.render.options import RenderOptions
 
-__all__ = ["write", "FORMATS", "write_atomic"]
+__all__ = ["write", "FORMATS", "OPTIONS", "format_of", "write_atomic"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -45,7 +49,35 @@ def _report(graph: nx.DiGraph, options: RenderOptions) -> bytes:
     return to_html(graph, **vars(options)).encode()
 
 
-FORMATS: dict[str, Callable[[nx.DiGraph, RenderOptions], bytes]] = {
+def _export(name: str) -> Callable[[nx.DiGraph, dict], bytes]:
+    def export(graph: nx.DiGraph, options: dict) -> bytes:
+        import torchgraphrec.export as exporters
+
+        return getattr(exporters, name)(graph, **options).encode()
+    return export
+
+
+def _keywords(suffix: str, *names: str) -> Callable[[dict], dict]:
+    """A check that the options given to an export are the ones it takes."""
+    def check(options: dict) -> dict:
+        unknown = sorted(set(options) - set(names))
+        if unknown:
+            raise TypeError(f"unknown option {unknown[0]!r} for {suffix} (must be one of "
+                            f"{list(names)})")
+        missing = [name for name in names if name not in options]
+        if missing:
+            raise TypeError(f"missing option {missing[0]!r} for {suffix}, e.g. "
+                            f"render('costs{suffix}', {missing[0]}='flops')")
+        return options
+    return check
+
+
+#: The writer of each suffix: ``writer(graph, options) -> bytes``, where ``options`` is
+#: what :data:`OPTIONS` made of the keyword arguments. Compound suffixes come first.
+FORMATS: dict[str, Callable[[nx.DiGraph, Any], bytes]] = {
+    ".me.json": _export("to_model_explorer"),
+    ".me-data.json": _export("to_node_data"),
+    ".trace.json": _export("to_trace"),
     ".dot": _drawing("dot"),
     ".gv": _drawing("dot"),
     ".svg": _drawing("svg"),
@@ -54,6 +86,13 @@ FORMATS: dict[str, Callable[[nx.DiGraph, RenderOptions], bytes]] = {
     ".json": lambda graph, options: to_json(graph).encode(),
     ".html": lambda graph, options: _report(graph, options),
     ".graphml": _graphml,
+}
+
+#: How each suffix checks its keyword options; a drawing's are :class:`RenderOptions`.
+OPTIONS: dict[str, Callable[[dict], Any]] = {
+    ".me.json": _keywords(".me.json"),
+    ".me-data.json": _keywords(".me-data.json", "data"),
+    ".trace.json": _keywords(".trace.json"),
 }
 
 
@@ -79,16 +118,31 @@ def write_atomic(path: PathLike, data: bytes) -> Path:
     return target
 
 
+def format_of(path: PathLike) -> str:
+    """The format suffix of ``path``: the longest known one its name ends with.
+
+    >>> format_of("runs/model.me.json"), format_of("model.JSON"), format_of("x.trace.json")
+    ('.me.json', '.json', '.trace.json')
+    >>> format_of("model.bmp")
+    Traceback (most recent call last):
+    ValueError: unknown format: '.bmp' (must be one of ['.dot', '.graphml', ..., '.trace.json'])
+    """
+    name = Path(path).name.lower()
+    for suffix in sorted(FORMATS, key=len, reverse=True):
+        if name.endswith(suffix):
+            return suffix
+    raise ValueError(f"unknown format: {Path(path).suffix.lower() or Path(path).name!r} "
+                     f"(must be one of {sorted(FORMATS)})")
+
+
 def write(graph: nx.DiGraph, path: PathLike, **options: Any) -> Path:
     """Write ``graph`` to ``path`` in the format its suffix names.
 
     Raises:
         ValueError: the suffix names no known format.
+        TypeError: an option the format does not take, or a missing one it needs.
         EngineError: no layout engine here writes the format, or it failed.
     """
-    suffix = Path(path).suffix.lower()
-    if suffix not in FORMATS:
-        raise ValueError(f"unknown format: {suffix or Path(path).name!r} (must be one of "
-                         f"{sorted(FORMATS)})")
-    settings = RenderOptions.of(options)
+    suffix = format_of(path)
+    settings = OPTIONS.get(suffix, RenderOptions.of)(options)
     return write_atomic(path, FORMATS[suffix](graph, settings))

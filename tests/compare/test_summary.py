@@ -1,0 +1,55 @@
+"""GraphDiff.summary(): a headline, grouped lines, biggest first, capped."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import torchgraphrec as tgr
+
+
+def recorded(*widths: int, relu_after: bool = True) -> tgr.Recording:
+    layers: list[nn.Module] = []
+    for before, after in zip(widths, widths[1:]):
+        layers += [nn.Linear(before, after)] + ([nn.ReLU()] if relu_after else [])
+    torch.manual_seed(0)
+    return tgr.record(nn.Sequential(*layers), torch.randn(2, widths[0]))
+
+
+def test_the_headline_counts_what_differs_by_kind() -> None:
+    found = tgr.diff(recorded(4, 8, 2), recorded(4, 8, 8, 2))
+    headline = found.summary().splitlines()[0]
+    calls = [n for n in found.added if found.b.nodes[n]["kind"] == "layer"]
+    assert headline.startswith(f"calls {len(calls)} added")
+    assert "param tensors 2 added, 2 changed" in headline
+
+
+def test_many_calls_sharing_a_change_make_one_line() -> None:
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.2)) for _ in range(4)])
+    batch = torch.randn(2, 4)
+    found = tgr.diff(tgr.record(model.train(), batch), tgr.record(model.eval(), batch))
+    lines = found.summary().splitlines()
+    assert "  training True -> False in 13 calls" in lines
+    assert not [line for line in lines if line.startswith("  changed") and "training" in line]
+
+
+def test_the_summary_is_capped_and_says_how_much_is_left() -> None:
+    found = tgr.diff(recorded(4, 8, 8, 8, 8, 2), recorded(4, 6, 6, 6, 6, 2, relu_after=False))
+    full = found.summary(max_lines=100).splitlines()
+    short = found.summary(max_lines=3).splitlines()
+    assert len(full) > 4 and len(short) == 4
+    assert short[:3] == full[:3]
+    assert short[3] == (f"  … {len(full) - 3} more lines: GraphDiff.added, .removed and .changed "
+                        "hold every node")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_max_lines_must_be_a_positive_whole_number(bad) -> None:
+    with pytest.raises(ValueError, match=f"max_lines must be a whole number >= 1, got {bad!r}"):
+        tgr.diff(recorded(4, 2), recorded(4, 3)).summary(max_lines=bad)
+
+
+def test_the_models_inputs_and_outputs_are_compared_by_name() -> None:
+    found = tgr.diff(recorded(4, 8, 2), recorded(4, 8, 3))
+    assert "  model output 'output': 2×2 -> 2×3" in found.summary().splitlines()

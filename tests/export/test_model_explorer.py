@@ -1,0 +1,128 @@
+"""rec.render("x.me.json"): Model Explorer's graph, its layers nested as the module calls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+import torchgraphrec as tgr
+from helpers import fresh, nodes_of
+from torchgraphrec.export import to_model_explorer
+from torchgraphrec.export.plan import Plan
+
+MODELS = ["mlp", "resnet_like", "gpt2", "reused_module", "structured_outputs", "inplace"]
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def written(request, tmp_path_factory) -> tuple[nx.DiGraph, dict]:
+    if request.param == "gpt2":
+        pytest.importorskip("transformers")
+    graph = tgr.record(*fresh(request.param)).graph
+    path = tgr.Recording(graph).render(tmp_path_factory.mktemp("me") / "model.me.json")
+    return graph, json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def me_nodes(document: dict) -> dict[str, dict]:
+    [graph] = document["graphs"]
+    return {node["id"]: node for node in graph["nodes"]}
+
+
+def test_the_package_loads_it_into_its_own_dataclasses(written) -> None:
+    graph_builder = pytest.importorskip("model_explorer.graph_builder")
+    dacite = pytest.importorskip("dacite")
+    graph, document = written
+    loaded = dacite.from_dict(graph_builder.GraphCollection, document,
+                              config=dacite.Config(strict=True))
+    assert loaded.label == graph.graph["model"]
+    assert len(loaded.graphs) == 1 and len(loaded.graphs[0].nodes) == len(me_nodes(document))
+    assert all(isinstance(item, graph_builder.KeyValue)
+               for node in loaded.graphs[0].nodes for item in node.attrs)
+
+
+def test_every_edge_comes_out_of_a_node_of_the_graph(written) -> None:
+    _, document = written
+    nodes = me_nodes(document)
+    for node in nodes.values():
+        inputs = [edge["targetNodeInputId"] for edge in node["incomingEdges"]]
+        assert inputs == [str(i) for i in range(len(inputs))], node["id"]
+        for edge in node["incomingEdges"]:
+            source = nodes[edge["sourceNodeId"]]
+            outputs = {item["id"] for item in source["outputsMetadata"]} or {"0"}
+            assert edge["sourceNodeOutputId"] in outputs, (source["id"], node["id"])
+
+
+def test_ops_sit_in_the_layer_of_their_call_so_expanding_it_shows_them(written) -> None:
+    graph, document = written
+    nodes, plan = me_nodes(document), Plan(graph)
+    for op, attrs in nodes_of(graph, "op").items():
+        chain, up = [], attrs["parent"]
+        while up is not None:
+            chain.append(plan.names.get(up, ""))
+            up = graph.nodes[up]["parent"]
+        roots = [n for n, a in nodes_of(graph, "layer").items() if a["parent"] is None]
+        expected = "/".join(reversed(chain[:-1] if len(roots) == 1 else chain))
+        assert nodes[op]["namespace"] == expected and nodes[op]["label"] == attrs["name"]
+    for layer in plan.groups:
+        attrs = graph.nodes[layer]
+        if attrs["parent"] is not None:
+            assert plan.names[layer].endswith(f": {attrs['type']}")
+
+
+def test_boundary_tensors_are_the_outputs_of_the_op_that_made_them(written) -> None:
+    graph, document = written
+    nodes = me_nodes(document)
+    for tensor, attrs in nodes_of(graph, "tensor").items():
+        makers = [p for p in graph.predecessors(tensor) if graph.nodes[p]["kind"] == "op"]
+        if not makers:
+            assert tensor in nodes  # an input, a constant: a node of its own
+            continue
+        assert tensor not in nodes
+        [item] = [i for i in nodes[makers[0]]["outputsMetadata"]
+                  if {"key": "tensor_name", "value": tensor} in i["attrs"]]
+        shape = ", ".join(str(dim) for dim in attrs["shape"])
+        assert {"key": "tensor_shape", "value": f"{attrs['dtype']}[{shape}]"} in item["attrs"]
+        for user in graph.successors(tensor):
+            if user in nodes:
+                assert {"sourceNodeId": makers[0], "sourceNodeOutputId": item["id"]} in [
+                    {k: e[k] for k in ("sourceNodeId", "sourceNodeOutputId")}
+                    for e in nodes[user]["incomingEdges"]]
+
+
+def test_the_model_outputs_params_and_layers_are_shown(written) -> None:
+    graph, document = written
+    nodes = me_nodes(document)
+    outputs = [n for n, a in nodes_of(graph, "tensor").items() if a["role"] == "output"]
+    assert {nodes[f"output:{n}"]["label"] for n in outputs} == {
+        graph.nodes[n]["name"] for n in outputs}
+    for param, attrs in nodes_of(graph, "param").items():
+        assert nodes[param]["label"] == attrs["qualname"].rpartition(".")[2]
+        assert nodes[param]["config"] == {"pinToGroupTop": True}
+    groups = document["graphs"][0]["groupNodeAttributes"]
+    assert groups[""]["model"] == graph.graph["model"]
+    plan = Plan(graph)
+    for layer in plan.groups:
+        if plan.paths[layer]:
+            assert groups[plan.paths[layer]]["qualname"] == graph.nodes[layer]["qualname"]
+
+
+def test_a_call_holding_nothing_is_a_node_in_its_parents_layer() -> None:
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.5)).eval()
+    graph = tgr.record(model, torch.randn(2, 3)).graph
+    nodes = me_nodes(json.loads(to_model_explorer(graph)))
+    if "layer:1#0" in Plan(graph).groups:
+        pytest.skip("this capture records eval-mode dropout as an op")
+    assert nodes["layer:1#0"]["label"] == "1: Dropout" and nodes["layer:1#0"]["namespace"] == ""
+    [edge] = nodes["layer:1#0"]["incomingEdges"]
+    assert nodes[edge["sourceNodeId"]]["namespace"] == "0: Linear"
+
+
+def test_repeated_calls_and_clashing_names_get_their_own_layers() -> None:
+    graph = tgr.record(*fresh("reused_module")).graph
+    plan = Plan(graph)
+    assert sorted(plan.paths[n] for n in plan.groups) == [
+        "", "shared#1: Linear", "shared#2: Linear", "shared: Linear"]

@@ -1,0 +1,77 @@
+"""rec.render("x.me-data.json", data=...): Model Explorer's overlay of a numeric attribute."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import torchgraphrec as tgr
+from helpers import fresh, nodes_of
+from torchgraphrec.export import to_model_explorer, to_node_data
+
+
+@pytest.fixture(scope="module")
+def recording() -> tgr.Recording:
+    return tgr.record(*fresh("resnet_like"))
+
+
+def results(graph, data: str) -> dict[str, float]:
+    [(graph_id, overlay)] = json.loads(to_node_data(graph, data=data)).items()
+    assert graph_id == graph.graph["model"]
+    return {node: item["value"] for node, item in overlay["results"].items()}
+
+
+def test_the_package_loads_it_into_its_own_dataclasses(recording, tmp_path) -> None:
+    builder = pytest.importorskip("model_explorer.node_data_builder")
+    dacite = pytest.importorskip("dacite")
+    path = recording.render(tmp_path / "params.me-data.json", data="num_params")
+    [(graph_id, overlay)] = json.loads(path.read_text()).items()
+    loaded = dacite.from_dict(builder.GraphNodeData, overlay, config=dacite.Config(strict=True))
+    assert loaded.name == "num_params" and loaded.results
+    assert [item.stop for item in loaded.gradient] == [0, 0.5, 1]
+    model = builder.ModelNodeData(graphsData={graph_id: loaded})
+    assert json.loads(model.to_json_string()) == json.loads(path.read_text())
+
+
+def test_values_land_on_nodes_of_the_graph_and_are_never_counted_twice(recording) -> None:
+    graph = recording.graph
+    values = results(graph, "num_params")
+    [document] = json.loads(to_model_explorer(graph))["graphs"]
+    assert set(values) <= {node["id"] for node in document["nodes"]}
+    root = [a for a in nodes_of(graph, "layer").values() if a["parent"] is None][0]
+    assert sum(values.values()) == root["num_params"]  # Model Explorer's sum at the top
+
+
+def test_values_of_ops_are_their_own_and_calls_lend_theirs_to_what_made_their_output(
+        recording) -> None:
+    graph = recording.graph.copy()
+    head = min(n for n, a in nodes_of(graph, "op").items() if a["parent"] == "layer:fc#0")
+    graph.nodes[head]["score"] = 2.5
+    conv = "layer:stem.0#0"
+    graph.nodes[conv]["score"] = 7.0
+    graph.nodes["layer:#0"]["score"] = 100.0
+    values = results(graph, "score")
+    [made] = [p for p in graph.predecessors(graph.nodes[conv]["outputs"][0])
+              if graph.nodes[p]["kind"] == "op"]
+    assert values == {head: 2.5, made: 7.0}  # the root's 100 would count everything twice
+
+
+def test_an_attribute_no_node_has_is_named_with_those_that_exist(recording, tmp_path) -> None:
+    with pytest.raises(ValueError, match=r"no node has a numeric 'flops' attribute \(must be "
+                                         r"one of \[.*'num_params'"):
+        recording.render(tmp_path / "x.me-data.json", data="flops")
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("options, match", [
+    ({}, r"missing option 'data' for .me-data.json, e.g. render\('costs.me-data.json', "
+         r"data='flops'\)"),
+    ({"data": "num_params", "depth": 1},
+     r"unknown option 'depth' for .me-data.json \(must be one of \['data'\]\)"),
+    ({"data": ""}, "data must be the name of a numeric node attribute, got ''"),
+    ({"data": 3}, "data must be the name of a numeric node attribute, got 3"),
+])
+def test_options_are_checked(recording, tmp_path, options, match) -> None:
+    with pytest.raises(TypeError, match=match):
+        recording.render(tmp_path / "x.me-data.json", **options)

@@ -1,0 +1,88 @@
+"""Short text for the values a diff reports: shapes, counts, settings and what changed in them."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = ["value_text", "signed", "split_items", "items_change", "clip"]
+
+
+def value_text(value: Any) -> str:
+    """A describing value as a person writes it.
+
+    >>> value_text((768, 3072)), value_text(((2, 8), (2, 8))), value_text(""), value_text(None)
+    ('768×3072', '2×8, 2×8', "''", '-')
+    >>> value_text(()), value_text(1234567)
+    ('scalar', '1,234,567')
+    """
+    if value is None:
+        return "-"
+    if isinstance(value, tuple) and all(isinstance(item, tuple) for item in value) and value:
+        return ", ".join(value_text(item) for item in value)
+    if isinstance(value, tuple) and all(isinstance(item, int) for item in value):
+        return "×".join(str(dim) for dim in value) if value else "scalar"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if value == "":
+        return "''"
+    return str(value)
+
+
+def signed(count: int) -> str:
+    """A count with its sign and thousands separators.
+
+    >>> signed(786432), signed(-5), signed(0)
+    ('+786,432', '-5', '+0')
+    """
+    return f"{count:+,}"
+
+
+def split_items(text: str) -> list[str]:
+    """``extra_repr``-style text split at its top-level commas.
+
+    >>> split_items("3, 16, kernel_size=(3, 3), stride=(1, 1)")
+    ['3', '16', 'kernel_size=(3, 3)', 'stride=(1, 1)']
+    """
+    items, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += (char in "([{") - (char in ")]}")
+        if char == "," and depth == 0:
+            items.append(text[start:index].strip())
+            start = index + 1
+    tail = text[start:].strip()
+    return items + [tail] if tail else items
+
+
+def _keyed(items: list[str]) -> dict[str, str]:
+    return {(item.split("=", 1)[0] if "=" in item else f"#{index}"): item
+            for index, item in enumerate(items)}
+
+
+def items_change(old: str, new: str) -> str:
+    """What changed between two settings (or op args) texts, item by item where they line
+    up, else the whole texts.
+
+    >>> items_change("in_features=768, out_features=3072, bias=True",
+    ...              "in_features=768, out_features=4096, bias=True")
+    'out_features=3072 -> 4096'
+    >>> items_change("p=0.1", "")
+    "p=0.1 -> ''"
+    """
+    old_items, new_items = _keyed(split_items(old)), _keyed(split_items(new))
+    if not old_items or set(old_items) != set(new_items):
+        return f"{value_text(old)} -> {value_text(new)}"
+    parts = []
+    for key, item in old_items.items():
+        if item != new_items[key]:
+            after = new_items[key].split("=", 1)[1] if "=" in item else new_items[key]
+            parts.append(f"{item} -> {after}")
+    return ", ".join(parts)
+
+
+def clip(line: str, width: Optional[int] = 110) -> str:
+    """``line`` cut to ``width`` characters, ending in ``…`` when cut.
+
+    >>> clip("abcdef", 4)
+    'abc…'
+    """
+    return line if width is None or len(line) <= width else line[:width - 1] + "…"

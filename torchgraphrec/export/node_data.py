@@ -1,0 +1,105 @@
+"""Model Explorer's node-data overlay: one numeric attribute per node, on a colour gradient."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import networkx as nx
+
+from torchgraphrec.export.plan import Plan, graph_id
+
+__all__ = ["to_node_data", "GRADIENT"]
+
+#: Light to dark orange, readable under black text; stop 0 is the smallest value drawn.
+GRADIENT = ({"stop": 0, "bgColor": "#fff5eb"}, {"stop": 0.5, "bgColor": "#fdae6b"},
+            {"stop": 1, "bgColor": "#e6550d"})
+
+# Attributes that are numbers but say nothing about a node's cost or behaviour.
+_BOOKKEEPING = frozenset({"depth", "seq", "call_index", "version", "collapsed"})
+
+
+def _number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _numeric_names(graph: nx.DiGraph) -> list[str]:
+    return sorted({key for _, attrs in graph.nodes(data=True) for key, value in attrs.items()
+                   if _number(value) and key not in _BOOKKEEPING})
+
+
+def _mark_calls(graph: nx.DiGraph, node: str, marked: set[str]) -> None:
+    up = graph.nodes[node]["parent"]
+    while up is not None and up not in marked:
+        marked.add(up)
+        up = graph.nodes[up]["parent"]
+
+
+def _inside(graph: nx.DiGraph, node: str, call: str) -> bool:
+    up = graph.nodes[node]["parent"]
+    while up is not None and up != call:
+        up = graph.nodes[up]["parent"]
+    return up == call
+
+
+def _values(plan: Plan, data: str) -> dict[str, float]:
+    """Each drawn node's value. A call drawn as a group (Model Explorer totals the nodes
+    inside it) lends its value to the node inside it that produced its output, but only
+    where no node inside has a value yet, innermost call first: a value recorded on calls
+    only (a probe statistic) shows on the op that made the call's output, and an
+    inclusive one (``num_params``) is not counted twice."""
+    graph = plan.graph
+    values = {n: a[data] for n, a in graph.nodes(data=True)
+              if plan.is_node(n) and _number(a.get(data))}
+    covered: set[str] = set()
+    for node in values:
+        _mark_calls(graph, node, covered)
+    for call in sorted(plan.groups, key=lambda n: -graph.nodes[n]["depth"]):
+        value = graph.nodes[call].get(data)
+        outputs = [t for t in graph.nodes[call].get("outputs", ()) if t in graph]
+        found = plan.source(outputs[0]) if outputs else None
+        if call in covered or not _number(value) or found is None:
+            continue
+        if found[0] not in values and _inside(graph, found[0], call):
+            values[found[0]] = value
+            covered.add(call)
+            _mark_calls(graph, call, covered)
+    return values
+
+
+def to_node_data(graph: nx.DiGraph, *, data: str) -> str:
+    """The node-data JSON that colours the graph of
+    :func:`~torchgraphrec.export.model_explorer.to_model_explorer` by the numeric node
+    attribute ``data`` (``"flops"``, ``"saved_bytes"``, a probe statistic such as
+    ``"grad_output.rms"``...).
+
+    Model Explorer sums, averages and bounds the values inside each layer itself, so ops
+    carry their own values; a value recorded only on module calls (a probe statistic)
+    goes to the node inside the call that produced its output (see ``_values``).
+
+    Raises:
+        TypeError: ``data`` is not a non-empty string.
+        ValueError: no node has a numeric ``data`` attribute (the message lists those
+            that some node has).
+
+    >>> g = nx.DiGraph(model="Tiny")
+    >>> g.add_node("op:relu#0", kind="op", label="relu", parent=None, depth=0, seq=0,
+    ...            name="relu", args="", grad_fn=None, t_start_ns=0, t_end_ns=0, flops=0)
+    >>> json.loads(to_node_data(g, data="flops"))["Tiny"]["results"]
+    {'op:relu#0': {'value': 0}}
+    """
+    if not isinstance(data, str) or not data:
+        raise TypeError(f"data must be the name of a numeric node attribute, got {data!r}")
+    values = _values(Plan(graph), data)
+    if not values:
+        raise ValueError(f"no node has a numeric {data!r} attribute (must be one of "
+                         f"{_numeric_names(graph)})")
+    document = {graph_id(graph): {
+        "results": {node: {"value": value} for node, value in values.items()},
+        "name": data, "thresholds": [], "gradient": list(GRADIENT),
+        "hideInAggregatedStatsTable": False, "hideInChildrenStatsTable": False,
+        "showExpandedSummaryOnGroupNode": False,
+        "showLabelCountColumnsInChildrenStatsTable": False}}
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
