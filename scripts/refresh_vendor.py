@@ -28,7 +28,8 @@ from typing import Any
 
 __all__ = ["main", "refresh", "check_tarball", "VENDOR"]
 
-VENDOR = Path(__file__).resolve().parent.parent / "torchgraphrec" / "render" / "templates" / "vendor"
+ROOT = Path(__file__).resolve().parent.parent
+VENDOR = ROOT / "torchgraphrec" / "render" / "templates" / "vendor"
 BUILD = "package/dist/viz-global.js"
 METADATA = "package/lib/metadata.js"
 NOTICES = ("Graphviz", "Expat")

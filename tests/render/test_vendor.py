@@ -37,14 +37,14 @@ def test_the_vendored_file_is_the_one_recorded() -> None:
     assert record["integrity"].startswith("sha512-")
     assert len(script.text.encode()) == record["files"]["viz-global.js"]["bytes"]
     assert script.graphviz_version == record["graphviz_version"] != "unknown"
-    assert script.text.lstrip().startswith("/*!") and "Viz.js " + script.version in script.text[:200]
+    assert script.text.startswith("/*!") and f"Viz.js {script.version}" in script.text[:200]
 
 
 def test_a_changed_file_is_refused() -> None:
     record = json.loads((FOLDER / "VENDOR.json").read_text(encoding="utf-8"))
     data = (FOLDER / "viz-global.js").read_bytes()
     vendor.check(data, record, "viz-global.js")
-    with pytest.raises(TorchGraphRecError, match=r"not the file VENDOR.json records .*refresh_vendor"):
+    with pytest.raises(TorchGraphRecError, match=r"not the file VENDOR.json .*refresh_vendor"):
         vendor.check(data + b"\n// edited", record, "viz-global.js")
 
 

@@ -32,7 +32,7 @@ def check(data: bytes, record: dict[str, Any], name: str) -> None:
 
     >>> check(b"x", {"files": {"a.js": {"sha256": "0" * 64, "bytes": 1}}}, "a.js")
     Traceback (most recent call last):
-    torchgraphrec.errors.TorchGraphRecError: vendored a.js is not the file VENDOR.json records (sha256 2d711642b726... != 000000000000...): run scripts/refresh_vendor.py
+    torchgraphrec.errors.TorchGraphRecError: vendored a.js is not the file VENDOR.json ...
     """
     expected = record["files"][name]["sha256"]
     found = hashlib.sha256(data).hexdigest()
