@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,9 @@ from torch import nn
 
 import torchgraphrec as tgr
 from helpers import fresh
+from render.browser import open_page
 from render.layout import layout
 from torchgraphrec.render.html import report_fragment, to_html
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")
@@ -94,18 +89,10 @@ def _expected_hits(recording, query: str) -> int:
     return hits
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
-def test_report_works_in_a_real_browser(recording, tmp_path: Path) -> None:
-    playwright = pytest.importorskip("playwright.sync_api")
+def test_report_works_in_a_real_browser(browser, recording, tmp_path: Path) -> None:
     path = recording.render(tmp_path / "report.html")
-    problems: list[str] = []
-    with playwright.sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto(path.resolve().as_uri())
-
+    with open_page(browser, path) as loaded:
+        page = loaded.page
         page.fill("#tgr .tgr-search", "conv")
         shown = page.locator("#tgr .tgr-view:not([hidden]) .tgr-hit").count()
         assert shown == _expected_hits(recording, "conv") > 0
@@ -150,14 +137,12 @@ def test_report_works_in_a_real_browser(recording, tmp_path: Path) -> None:
 
         assert page.locator("#tgr .tgr-timeline rect.tgr-backward").count() == 38
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
-        browser.close()
-    assert problems == []
+    assert loaded.problems == []
+    assert all(url.startswith("file:") for url in loaded.requests), loaded.requests
     assert (tmp_path / "report.png").stat().st_size > 10_000
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
-def test_probe_statistics_show_in_the_side_panel(tmp_path: Path) -> None:
-    playwright = pytest.importorskip("playwright.sync_api")
+def test_probe_statistics_show_in_the_side_panel(browser, tmp_path: Path) -> None:
     from torchgraphrec import select as S
     from torchgraphrec.recording import backward_loss
 
@@ -167,15 +152,13 @@ def test_probe_statistics_show_in_the_side_panel(tmp_path: Path) -> None:
             backward_loss(case.model(*case.args)).backward()
             rec.step()
     path = rec.recording.to_html(tmp_path / "probes.html")
-    with playwright.sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(path.resolve().as_uri())
+    with open_page(browser, path) as loaded:
+        page = loaded.page
         page.click('#tgr .tgr-view:not([hidden]) [id="c-layer:layers.0.0.conv1#0"] > text')
         assert "grad_output.rms" in page.text_content("#tgr .tgr-details")
         assert page.locator("#tgr .tgr-series .tgr-chart").count() == 1
         assert page.text_content("#tgr .tgr-series").startswith("grad_output.rms over 3 steps")
-        browser.close()
+    assert loaded.problems == []
 
 
 def test_notebook_display_never_imports_ipython() -> None:

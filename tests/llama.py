@@ -1,0 +1,102 @@
+"""A Llama-3-shaped decoder in plain PyTorch, built on the meta device for big-graph tests."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models import Case
+
+__all__ = ["LlamaShaped", "llama_meta", "LLAMA_3_70B"]
+
+#: Llama-3-70B's shape: 80 decoder blocks, hidden 8192, 64 heads, 8 KV heads, MLP 28672.
+LLAMA_3_70B = dict(layers=80, hidden=8192, heads=64, kv_heads=8, mlp=28672, vocab=128256)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+class Attention(nn.Module):
+    """Grouped-query attention: ``kv_heads`` key/value heads shared by ``heads`` queries."""
+
+    def __init__(self, hidden: int, heads: int, kv_heads: int) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
+        self.q_proj = nn.Linear(hidden, hidden, bias=False)
+        self.k_proj = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = x.shape
+        q = self.q_proj(x).view(batch, length, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        share = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(share, dim=1), v.repeat_interleave(share, dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int, inner: int) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, inner, bias=False)
+        self.up_proj = nn.Linear(hidden, inner, bias=False)
+        self.down_proj = nn.Linear(inner, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderBlock(nn.Module):
+    def __init__(self, hidden: int, heads: int, kv_heads: int, mlp: int) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(hidden)
+        self.self_attn = Attention(hidden, heads, kv_heads)
+        self.post_attention_layernorm = RMSNorm(hidden)
+        self.mlp = MLP(hidden, mlp)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaShaped(nn.Module):
+    """Embedding, ``layers`` decoder blocks, a final norm and the LM head (no rotary
+    embedding, no cache: the module tree and op count of Llama 3, not its numerics)."""
+
+    def __init__(self, layers: int, hidden: int, heads: int, kv_heads: int, mlp: int,
+                 vocab: int) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, hidden)
+        self.layers = nn.ModuleList(DecoderBlock(hidden, heads, kv_heads, mlp)
+                                    for _ in range(layers))
+        self.norm = RMSNorm(hidden)
+        self.lm_head = nn.Linear(hidden, vocab, bias=False)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.lm_head(self.norm(x))
+
+
+def llama_meta(layers: Optional[int] = None, length: int = 16) -> Case:
+    """Llama-3-70B's shape (``layers`` blocks, default 80) on the meta device, with meta
+    input ids of ``length`` tokens: no memory is allocated, so it builds in about 1 s."""
+    shape = {**LLAMA_3_70B, **({"layers": layers} if layers is not None else {})}
+    with torch.device("meta"):
+        model = LlamaShaped(**shape).eval()
+    ids = torch.zeros(1, length, dtype=torch.long, device="meta")
+    return Case(model, (ids,), {})
