@@ -148,13 +148,25 @@ def _layer_notes(diff: "GraphDiff", notes: dict, shared: set) -> None:
 
 
 def _shared_changes(diff: "GraphDiff") -> Counter:
+    """Changes many calls share: a call's own attributes, or the arguments of one kind of op
+    (``dropout`` in train and in eval mode), keyed ``(what, old, new)``."""
     found: Counter = Counter()
     for node, changes in diff.changed.items():
-        if diff.b.nodes[node]["kind"] == "layer":
+        attrs = diff.b.nodes[node]
+        if attrs["kind"] == "layer":
             for name in ("type", "settings", "training"):
                 if name in changes:
                     found[(name, *changes[name])] += 1
+        elif attrs["kind"] == "op" and "args" in changes:
+            found[(f"{attrs['name']} args", *changes["args"])] += 1
     return found
+
+
+def _shared_line(change: tuple, count: int) -> str:
+    what, old, new = change
+    if what.endswith(" args"):
+        return f"{what[:-5]}: {items_change(old, new)} in {count:,} ops"
+    return f"{what} {value_text(old)} -> {value_text(new)} in {count:,} calls"
 
 
 def _leaf_name(attrs: dict) -> str:
@@ -178,13 +190,15 @@ def _loose_notes(diff: "GraphDiff", notes: dict, subtrees: tuple) -> None:
                 note.ops.append(text)
 
 
-def _changed_notes(diff: "GraphDiff", notes: dict) -> None:
+def _changed_notes(diff: "GraphDiff", notes: dict, shared: set) -> None:
     """Ops given other arguments and params of another shape, at their call; an op whose
     result only took another shape makes its call a consequence."""
     for node, changes in diff.changed.items():
         attrs = diff.b.nodes[node]
         if attrs["kind"] not in ("op", "param"):
             continue
+        if attrs["kind"] == "op" and (f"{attrs['name']} args", *changes.get("args", ())) in shared:
+            continue  # said once, for all the ops that share it
         target = notes[_call_key(diff.b, node)]
         if attrs["kind"] == "op" and "args" not in changes:
             target.secondary = not target.own  # its result's shape followed its inputs'
@@ -235,13 +249,12 @@ def _interface_lines(diff: "GraphDiff") -> list[str]:
 def _call_lines(diff: "GraphDiff", subtrees: tuple) -> list[str]:
     shared_counts = _shared_changes(diff)
     shared = {change for change, count in shared_counts.items() if count >= SHARED}
-    lines = [f"{change[0]} {value_text(change[1])} -> {value_text(change[2])} in "
-             f"{shared_counts[change]:,} calls"
+    lines = [_shared_line(change, shared_counts[change])
              for change in sorted(shared, key=lambda c: -shared_counts[c])]
     notes: dict[Optional[CallKey], _Notes] = defaultdict(_Notes)
     _layer_notes(diff, notes, shared)
     _loose_notes(diff, notes, subtrees)
-    _changed_notes(diff, notes)
+    _changed_notes(diff, notes, shared)
     names = {key: (key[0] or diff.b.graph.get("model", "")) + (f"#{key[1]}" if key[1] else "")
              for key in notes if key is not None}
     names[None] = "the top level"
