@@ -193,7 +193,9 @@ class Recorder:
         from torchgraphrec.recording import Recording
 
         capture = self._capture or Capture(self.model, ops=self.ops)
-        with gc_paused():  # the collector's passes cost more than the build itself
+        # the collector's passes cost more than the build itself; and no function mode of
+        # the user's should take the build's own torch calls for the model's
+        with gc_paused(), torch._C.DisableTorchFunction():
             graph = capture.graph(share=share)
             annotate(graph, self.store)
         return Recording(graph)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import time
@@ -15,7 +16,7 @@ from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
 from torchgraphrec.capture.values import version_of as _version
 
-__all__ = ["CallTracker"]
+__all__ = ["CallTracker", "kwargs_from_frame"]
 
 _Tensor = torch.Tensor
 _now = time.perf_counter_ns
@@ -26,14 +27,48 @@ _autograd_number: Callable[[], int] = torch.autograd._get_sequence_nr  # type: i
 _graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
 
 
+def _caller_kwargs() -> Optional[dict]:
+    """The keyword arguments of the module call whose global pre-hook called the caller."""
+    kwargs = sys._getframe(2).f_locals.get("kwargs")
+    return kwargs if type(kwargs) is dict else None
+
+
+@functools.lru_cache(maxsize=None)
+def kwargs_from_frame() -> bool:
+    """Whether a global forward pre-hook can read its call's keyword arguments from the
+    frame of ``Module._call_impl``, which holds them as ``kwargs`` (PyTorch gives global
+    pre-hooks none; per-module pre-hooks are given them, but PyTorch's
+    ``TransformerEncoderLayer`` refuses its fused fast path when any are attached).
+
+    >>> kwargs_from_frame()
+    True
+    """
+    found: list = []
+    probe = torch.nn.Identity()
+
+    def look(module: torch.nn.Module, args: tuple) -> None:
+        if module is probe:
+            found.append(_caller_kwargs())
+
+    handle = torch_module.register_module_forward_pre_hook(look)
+    try:
+        with torch._C.DisableTorchFunction():
+            probe(input=torch.zeros(1))
+    finally:
+        handle.remove()
+    return bool(found) and isinstance(found[0], dict) and "input" in found[0]
+
+
 class CallTracker:
-    """Per-module pre-hooks (which see keyword arguments before the call runs) and one
-    global post-hook, filtered to the recording thread and to forward passes.
+    """A global pre-hook (which reads each call's keyword arguments before the call runs,
+    see :func:`kwargs_from_frame`) and a global post-hook, filtered to the model's modules,
+    the recording thread and forward passes.
 
     A top-level call is a *forward*: ``on_begin`` runs before its inputs are noted and
-    ``on_end`` after its outputs. ``boundary_role`` is the role of a tensor a call returns
-    that nothing observed being made (``"constant"`` where every op is seen, ``None`` where
-    the call is taken to have made it).
+    ``on_end`` after its outputs. ``boundary_role`` is the role of a tensor crossing a
+    call's boundary that nothing observed being made (``"constant"`` where every op is
+    seen; ``None`` where ops are not seen, and the call that returned it, or the caller
+    that passed it on, made it).
     """
 
     def __init__(self, state: CaptureState, on_begin: Callable[[], None],
@@ -46,9 +81,11 @@ class CallTracker:
         self.breaks: list[tuple[int, int, int]] = []  # (autograd number, call, time)
         self.keep_breaks = state.autograd
         self.forward_start = 0  # the index of the current forward's top-level call
+        self.in_forward = False
         self.failure: BaseException | None = None
         self.done = False  # set to stop recording (after the first forward, say)
         self.call_edges = False  # edges tensor -> layer -> tensor (no ops recorded)
+        self.switch: Any = None  # a FastPathSwitch, where ops are recorded
         self.keep_grad_fns = False  # keep the model outputs' grad_fn (for the backward clock)
         self.output_grad_fns: list[Any] = []
         self._handles: list[Any] = []
@@ -59,9 +96,12 @@ class CallTracker:
     def attach(self) -> None:
         """Start listening (on the calling thread)."""
         self._thread = threading.get_ident()
-        for module in self.state.table.modules:
-            self._handles.append(module.register_forward_pre_hook(self._pre_hook,
-                                                                  with_kwargs=True))
+        if kwargs_from_frame():
+            self._handles.append(torch_module.register_module_forward_pre_hook(self._pre_hook))
+        else:  # correct, but hooks on a TransformerEncoderLayer turn off its fast path
+            for module in self.state.table.modules:
+                self._handles.append(module.register_forward_pre_hook(self._pre_hook,
+                                                                      with_kwargs=True))
         self._handles.append(torch_module.register_module_forward_hook(
             self._post_hook, with_kwargs=True, always_call=True))
 
@@ -74,12 +114,19 @@ class CallTracker:
     # function with the one-tensor case inline, since in place every extra call and object
     # costs several times what it costs in a microbenchmark.
 
-    def _pre_hook(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        # only the recording thread, outside a backward pass (checkpoint recomputation),
-        # while the recorder is healthy and wants more
+    def _pre_hook(self, module: torch.nn.Module, args: tuple,
+                  kwargs: Optional[dict] = None) -> None:
+        # only the model's modules, on the recording thread, outside a backward pass
+        # (checkpoint recomputation), while the recorder is healthy and wants more
         if self._thread != _thread_id() or _graph_task_id() >= 0 or self.failure is not None \
                 or self.done:
+            self._wind_down()
             return
+        module_index = self._index_of.get(id(module))
+        if module_index is None:
+            return
+        if kwargs is None:
+            kwargs = _caller_kwargs() or {}
         quiet = self._quiet
         quiet.__enter__()
         try:
@@ -87,6 +134,7 @@ class CallTracker:
             stack, calls = state.stack, events.calls
             if not stack:
                 self.forward_start = len(calls)
+                self.in_forward = True
                 self.on_begin()
             t = _now()
             if not stack:
@@ -102,18 +150,20 @@ class CallTracker:
                     if type(ref) is int and ref < 0 and entry[1] == _version(x):
                         inputs = [ref]  # a tensor node already: the usual case
                     else:
-                        inputs = [state.boundary(x, t, parent, "constant")]
+                        inputs = [state.boundary(x, t, parent, self.boundary_role)]
                 else:
-                    inputs = [state.boundary(x, t, parent, "constant")
+                    inputs = [state.boundary(x, t, parent, self.boundary_role)
                               for x in flatten_tensors((args, kwargs))]
             index = len(calls)
             number = _autograd_number() if self.keep_breaks else 0
             events.seq += 1
-            call = CallRecord(self._index_of[id(module)], parent, len(stack), events.seq, t,
-                              number, module.training)
+            call = CallRecord(module_index, parent, len(stack), events.seq, t, number,
+                              module.training)
             call.inputs = inputs
             calls.append(call)
             stack.append(index)
+            if self.switch is not None and module_index in self.switch.modules:
+                self.switch.enter(index, module, args, kwargs)
             if self.keep_breaks:
                 self.breaks.append((number, index, t))
             if self.call_edges:
@@ -138,6 +188,7 @@ class CallTracker:
     def _post_hook(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
         if self._thread != _thread_id() or _graph_task_id() >= 0 or self.failure is not None \
                 or self.done:
+            self._wind_down()
             return
         module_index = self._index_of.get(id(module))
         if module_index is None:
@@ -169,7 +220,10 @@ class CallTracker:
                 self.breaks.append((call.seq_end, call.parent, t))
             if self.call_edges:
                 self._edges_out(index, call.outputs, t)
+            if self.switch is not None:
+                self.switch.leave(index)
             if not stack:
+                self.in_forward = False
                 self.on_end()
         except Exception as exc:
             self._fail(exc)
@@ -217,8 +271,18 @@ class CallTracker:
         if note not in getattr(exc, "__notes__", ()):  # a second recorder on the same model
             exc.add_note(note)
 
+    def fail(self, exc: Exception) -> None:
+        """Note the recorder's own failure (reported when recording stops); record no more."""
+        self.failure = self.failure or exc
+
     def _fail(self, exc: Exception) -> None:
-        self.failure = exc
-        if self.state.stack:
+        self.fail(exc)
+        self._wind_down()
+
+    def _wind_down(self) -> None:
+        """End the forward a failure cut short (from a hook: an op mode cannot pop itself
+        while its own handler runs)."""
+        if self.failure is not None and self.in_forward and self._thread == _thread_id():
             self.state.stack.clear()
+            self.in_forward = False
             self.on_end()

@@ -15,6 +15,7 @@ from torchgraphrec.capture.backward import BackwardClock, owners
 from torchgraphrec.capture.build import build_graph
 from torchgraphrec.capture.calls import CallTracker
 from torchgraphrec.capture.events import Events
+from torchgraphrec.capture.fastpath import FAST_PATH_TYPES, AtenMode, FastPathSwitch
 from torchgraphrec.capture.naming import Namer
 from torchgraphrec.capture.ops import OpMode
 from torchgraphrec.capture.session import autograd_ops
@@ -66,6 +67,11 @@ class Capture:
         self.tracker = CallTracker(self.state, self._begin, self._end,
                                    "constant" if self.mode else None)
         self.tracker.call_edges = self.ops == "none"
+        if self.mode is not None:
+            aten = AtenMode(self.state)
+            self.mode.on_failure = aten.on_failure = self.tracker.fail
+            fast = {i for i, m in enumerate(self.table.modules) if isinstance(m, FAST_PATH_TYPES)}
+            self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
         self.tracker.keep_grad_fns = backward and self.ops == "torch"
         self.clock = BackwardClock() if backward else None
         self.first_only = first_only
@@ -87,8 +93,9 @@ class Capture:
     def stop(self) -> None:
         """Detach everything; name what an interrupted forward left (its calls stay open)."""
         self.tracker.detach()
-        if self.state.stack:  # no hook ran at the end (a KeyboardInterrupt, say)
+        if self.tracker.in_forward:  # no hook ran at the end (a KeyboardInterrupt, say)
             self.state.stack.clear()
+            self.tracker.in_forward = False
             self._finish()
         if self.clock is not None:
             self.clock.detach()
@@ -112,6 +119,8 @@ class Capture:
 
     def _finish(self) -> None:
         try:
+            if self.tracker.switch is not None:
+                self.tracker.switch.reset()
             if self.mode is not None:
                 self.mode.pop()
             if self.tracker.failure is None:

@@ -62,11 +62,11 @@ class CallRecord:
 RawTensor = tuple[int, int, Any, Any, Any, bool, int, int, int, Any, int]
 
 #: An op as the op mode noted it: ``(name, call, seq, t_start, t_end, refs, args, kwargs,
-#: shape, dtype, grad_fn, autograd_number, t_edges)``. ``refs`` are the producers of its
+#: shape, dtype, grad_fn, autograd_number, t_edges, func)``. ``refs`` are the producers of its
 #: tensor arguments, in order; its in-edges take the sequence numbers right after its own,
 #: at ``t_edges``. ``grad_fn`` is the class name of autograd's node for its first result
 #: (or ``None``); ``autograd_number`` was autograd's next sequence number when it started.
-RawOp = tuple[str, int, int, int, int, list, tuple, Any, Any, Any, Any, int, int]
+RawOp = tuple[str, int, int, int, int, list, tuple, Any, Any, Any, Any, int, int, Any]
 
 
 class Events:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchgraphrec.capture.events import Events, Ref
-from torchgraphrec.capture.opnames import TENSOR, args_text
+from torchgraphrec.capture.opnames import TENSOR, args_text, given_kwargs
 from torchgraphrec.capture.tables import ModuleTable
 
 __all__ = ["Namer", "Describer"]
@@ -152,7 +152,7 @@ class Namer:
         shapes, describe, type_names = Describer._shapes, self.describe, Describer._names
         for index in range(len(ids), len(events.ops)):
             (name, call, seq, t_start, t_end, refs, args, kwargs, shape, dtype, grad_fn,
-             _, t_edges) = events.ops[index]
+             _, t_edges, func) = events.ops[index]
             node_id = f"op:{name}#{index}"
             ids.append(node_id)
             owner = calls[call]
@@ -160,7 +160,7 @@ class Namer:
                 "kind": "op", "label": name, "parent": owner.node_id, "depth": owner.depth + 1,
                 "seq": seq, "name": name, "grad_fn": grad_fn,
                 "args": "" if not kwargs and args.count(TENSOR) == len(args)
-                else args_text(name, args, kwargs),
+                else args_text(name, args, given_kwargs(func, kwargs)),
                 "t_start_ns": t_start - t0, "t_end_ns": t_end - t0,
                 "shape": (shapes.get(shape) or describe.shape_and_label(shape))[0],
                 "dtype": type_names.get(dtype) or describe.name(dtype),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+from functools import lru_cache
 from typing import Any
 
 import torch
 
-__all__ = ["op_name_of", "args_text", "MAX_ARGS_TEXT", "mutates_by_name", "TENSOR"]
+__all__ = ["op_name_of", "args_text", "given_kwargs", "MAX_ARGS_TEXT", "mutates_by_name",
+           "TENSOR"]
 
 MAX_ARGS_TEXT = 60
 
@@ -101,7 +104,7 @@ def _value_text(value: Any) -> str:
     if isinstance(value, (torch.Tensor, _TensorMark)):
         return "t"
     if isinstance(value, float):
-        return f"{value:g}"
+        return repr(value)  # the shortest text that reads back the same: 0.1, 4.0, 1e-05
     if isinstance(value, (torch.dtype, torch.device)):
         return str(value).replace("torch.", "")
     if isinstance(value, slice):
@@ -124,6 +127,32 @@ def _is_tensor_only(value: Any) -> bool:
         return True
     return isinstance(value, (tuple, list)) and bool(value) and all(
         isinstance(item, (torch.Tensor, _TensorMark)) for item in value)
+
+
+@lru_cache(maxsize=4096)
+def _defaults(func: Any) -> dict[str, Any]:
+    try:
+        parameters = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: its kwargs were given
+        return {}
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def given_kwargs(func: Any, kwargs: dict) -> dict:
+    """The keyword arguments the caller gave: functions written in Python (``F.softmax``)
+    hand the mode all of theirs, defaults and private ones (``_stacklevel``) included.
+
+    >>> given_kwargs(torch.nn.functional.softmax, {"dim": -1, "_stacklevel": 3, "dtype": None})
+    {'dim': -1}
+    """
+    if not kwargs:
+        return kwargs
+    try:
+        defaults = _defaults(func)
+    except TypeError:  # unhashable
+        defaults = {}
+    return {key: value for key, value in kwargs.items() if not key.startswith("_") and not (
+        key in defaults and type(value) is type(defaults[key]) and value == defaults[key])}
 
 
 def args_text(name: str, args: tuple, kwargs: dict) -> str:

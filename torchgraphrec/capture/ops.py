@@ -12,7 +12,7 @@ from torch.overrides import TorchFunctionMode
 from torchgraphrec.capture.opnames import TENSOR, mutates_by_name, op_name_of
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 
-__all__ = ["OpMode"]
+__all__ = ["OpMode", "prepare", "written_by_schema"]
 
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
@@ -43,6 +43,46 @@ def _scan(values: Any, inputs: list, plain: list) -> None:
             plain.append(value)
 
 
+class _NoOps(dict):
+    """What a failed mode looks names up in: nothing is an op any more."""
+
+    def get(self, key: Any, default: Any = None) -> str:
+        return ""
+
+
+_NO_OPS = _NoOps()
+
+
+def prepare(mode: Any, state: CaptureState) -> None:
+    """Give a recording mode what its handler reads: the same objects for the recorder's
+    life, kept at hand."""
+    mode.state = state
+    mode.on_failure = lambda exc: None
+    mode._current, mode._stack = state.values.current, state.stack
+    mode._events, mode._ops, mode._chains = state.events, state.events.ops, state.chains
+    mode._names = {}
+    mode._guard = None
+    mode._written_by_schema = False
+    mode.pushed = False
+
+
+def written_by_schema(func: Any, args: tuple, kwargs: dict) -> Optional[list]:
+    """``(tensor, version)`` for each argument an ATen op writes in place, at the version it
+    will have once the dispatcher above the caller has counted the change."""
+    schema = getattr(func, "_schema", None)
+    if schema is None or not schema.is_mutable:
+        return None
+    found = []
+    for position, argument in enumerate(schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        value = args[position] if position < len(args) else kwargs.get(argument.name)
+        if isinstance(value, _Tensor):
+            version = _version(value)
+            found.append((value, version + 1 if version >= 0 else -1))
+    return found or None
+
+
 class OpMode(TorchFunctionMode):
     """Notes one op per call that returns a tensor or changes one in place.
 
@@ -59,13 +99,8 @@ class OpMode(TorchFunctionMode):
 
     def __init__(self, state: CaptureState) -> None:
         super().__init__()
-        self.state = state
-        # the same objects for the recorder's life, kept at hand for the handler
-        self._current, self._stack = state.values.current, state.stack
-        self._events, self._ops, self._chains = state.events, state.events.ops, state.chains
-        self._names: dict[Any, str] = {}
-        self._guard: Optional[Any] = None
-        self.pushed = False
+        prepare(self, state)
+        self._name_of: Callable[[Any], str] = op_name_of
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: dict | None = None) -> Any:
@@ -73,7 +108,7 @@ class OpMode(TorchFunctionMode):
             kwargs = {}
         name = self._names.get(func)
         if name is None:
-            name = self._names[func] = op_name_of(func)
+            name = self._names[func] = self._name_of(func)
         if not name:
             return func(*args, **kwargs)
         guard = self._guard
@@ -120,7 +155,9 @@ class OpMode(TorchFunctionMode):
                 if version != versions[position]:
                     changed = (changed or []) + [(tensor, version)]
                 position += 1
-            if changed is None and versions and versions[0] < 0:  # inference tensors: by name
+            if changed is None and self._written_by_schema:
+                changed = written_by_schema(func, args, kwargs)
+            elif changed is None and versions and versions[0] < 0:  # inference tensors: by name
                 target = mutates_by_name(name, args, kwargs)
                 changed = [(target, -1)] if target is not None else None
             if isinstance(out, _Tensor):
@@ -171,7 +208,11 @@ class OpMode(TorchFunctionMode):
             events.seq = seq + len(refs)
             ops.append((name, call, seq, t0, t1, refs, tuple(plain), plain_kwargs, shape,
                         first.dtype, None if grad_fn is None else type(grad_fn).__name__, number,
-                        t0 if seq_before == seq - 1 else t1))
+                        t0 if seq_before == seq - 1 else t1, func))
+            return out
+        except Exception as exc:  # a recorder bug must never break the user's forward
+            self._names = _NO_OPS  # from now on every call passes through
+            self.on_failure(exc)
             return out
         finally:
             if guard is not None:

@@ -1,0 +1,108 @@
+"""Modules with fused fast paths compute exactly what they compute unrecorded, and show it."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import torchgraphrec as tgr
+from helpers import nodes_of
+from torchgraphrec.capture import calls
+
+
+def _encoder() -> nn.Module:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    return nn.TransformerEncoder(layer, 2).eval()
+
+
+def _padded() -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(1)
+    mask = torch.zeros(2, 5, dtype=torch.bool)
+    mask[1, 3:] = True
+    return torch.randn(2, 5, 16), mask
+
+
+@pytest.fixture(autouse=True)
+def _quiet_nested_tensor_warning() -> None:
+    warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors")
+
+
+def test_eval_no_grad_takes_the_fused_path_with_nested_tensors_and_the_same_result() -> None:
+    model, (x, mask) = _encoder(), _padded()
+    with torch.no_grad():
+        expected = model(x, src_key_padding_mask=mask)
+        recording = tgr.record(model, x, {"src_key_padding_mask": mask})
+    assert torch.equal(recording.output, expected)
+    tgr.validate(recording.graph)
+    names = [a["name"] for a in sorted(nodes_of(recording.graph, "op").values(),
+                                       key=lambda a: a["seq"])]
+    assert names.count("_transformer_encoder_layer_fwd") == 2
+    assert "_nested_tensor_from_mask" in names and names[-1] == "to_padded_tensor"
+    nested = [a for a in nodes_of(recording.graph, "tensor").values() if a.get("nested")]
+    assert nested and all(a["shape"] == (2,) for a in nested)  # two sequences, ragged
+
+
+def test_training_records_the_python_path_at_the_torch_level() -> None:
+    model, (x, mask) = _encoder(), _padded()
+    model.train()
+    expected = model(x, src_key_padding_mask=mask)
+    recording = tgr.record(model, x, {"src_key_padding_mask": mask})
+    assert torch.equal(recording.output, expected)
+    names = {a["name"] for a in nodes_of(recording.graph, "op").values()}
+    assert {"multi_head_attention_forward", "linear", "layer_norm"} <= names
+
+
+def test_attention_in_eval_mode_runs_its_fused_kernel_while_recorded() -> None:
+    torch.manual_seed(0)
+    attention = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    q = torch.randn(2, 4, 8)
+    with torch.no_grad():
+        expected, _ = attention(q, q, q, need_weights=False)
+        recording = tgr.record(attention, (q, q, q), {"need_weights": False})
+    assert torch.equal(recording.output[0], expected)
+    ops = nodes_of(recording.graph, "op").values()
+    assert [a["name"] for a in ops] == ["_native_multi_head_attention"]
+    assert {"param:in_proj_weight", "param:out_proj.weight"} <= set(nodes_of(recording.graph, "param"))
+
+
+def test_keyword_arguments_are_seen_before_the_call_without_module_hooks() -> None:
+    assert calls.kwargs_from_frame()
+    model, (x, mask) = _encoder(), _padded()
+    with tgr.Recorder(model):  # hooks on the encoder's layers would turn its fast path off
+        assert not any(m._forward_pre_hooks or m._forward_hooks for m in model.modules())
+
+
+def test_where_the_frame_cannot_be_read_module_hooks_see_keyword_arguments(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(calls, "kwargs_from_frame", lambda: False)
+
+    class Add(nn.Module):
+        def forward(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+            return p + q
+
+    graph = tgr.record(Add(), (), {"p": torch.randn(2), "q": torch.randn(2)}).graph
+    tgr.validate(graph)
+    assert {a["name"] for a in nodes_of(graph, "tensor").values() if a["role"] == "input"} == \
+        {"p", "q"}
+
+
+def test_a_recorder_failure_inside_an_op_never_reaches_the_forward(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchgraphrec.capture.state import CaptureState
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("the op record went wrong")
+
+    monkeypatch.setattr(CaptureState, "unknown", broken)
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    x = torch.randn(2, 3)
+    expected = model(x)
+    with pytest.raises(tgr.CaptureError, match="the op record went wrong"):
+        with tgr.Recorder(model) as recorder:
+            assert torch.equal(model(x), expected)  # the forward ran on, as without us
+            assert torch._C._len_torch_function_stack() == 0  # the op mode left at its end
+            del recorder

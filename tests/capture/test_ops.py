@@ -1,0 +1,235 @@
+"""Every torch-level call the forward makes is an op, whatever the grad mode, with true edges."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+
+import networkx as nx
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils.flop_counter import FlopCounterMode
+
+import torchgraphrec as tgr
+from helpers import fresh, nodes_of
+from models import ZOO
+
+GRAD_MODES = {
+    "no_grad": torch.no_grad,
+    "inference_mode": torch.inference_mode,
+    "frozen": contextlib.nullcontext,
+}
+
+
+def _calls_params_ops(graph: nx.DiGraph) -> tuple:
+    layers = {n for n, a in graph.nodes(data=True) if a["kind"] == "layer"}
+    params = set(nodes_of(graph, "param"))
+    ops = collections.defaultdict(list)
+    for _, attrs in sorted(nodes_of(graph, "op").items(), key=lambda item: item[1]["seq"]):
+        ops[attrs["parent"]].append(attrs["name"])
+    return layers, params, dict(ops)
+
+
+@pytest.mark.parametrize("mode", list(GRAD_MODES))
+@pytest.mark.parametrize("name", list(ZOO))
+def test_every_grad_mode_records_the_same_calls_params_and_ops(name: str, mode: str) -> None:
+    reference = fresh(name)
+    reference.model.train()  # eval mode under no_grad takes fused fast paths: other ops
+    expected = _calls_params_ops(tgr.record(*reference).graph)
+    case = fresh(name)
+    case.model.train()
+    if mode == "frozen":
+        case.model.requires_grad_(False)
+    with GRAD_MODES[mode]():
+        graph = tgr.record(*case).graph
+    tgr.validate(graph)
+    assert _calls_params_ops(graph) == expected
+
+
+class Router(nn.Module):
+    """Non-differentiable work: argmax, a comparison, a boolean mask, torch.where and
+    integer arithmetic, all on the way to the output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.score = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        choice = self.score(x).argmax(dim=-1)
+        slot = (choice * 2 + 1) // 3
+        keep = slot > 0
+        picked = torch.where(keep[:, None], x, torch.zeros_like(x))
+        return picked[keep].sum(0) + slot.sum()
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_non_differentiable_work_is_on_the_path_to_the_output(grad: bool) -> None:
+    with torch.set_grad_enabled(grad):
+        graph = tgr.record(Router(), torch.randn(5, 4)).graph
+    tgr.validate(graph)
+    ops = {a["name"]: n for n, a in nodes_of(graph, "op").items()}
+    assert {"argmax", "mul", "add", "floordiv", "gt", "where", "getitem", "zeros_like",
+            "sum"} <= set(ops)
+    output = next(n for n, a in nodes_of(graph, "tensor").items() if a["role"] == "output")
+    model_input = next(n for n, a in nodes_of(graph, "tensor").items() if a["role"] == "input")
+    for name in ("argmax", "floordiv", "gt", "where", "getitem"):
+        assert nx.has_path(graph, model_input, ops[name]) and nx.has_path(graph, ops[name], output)
+    assert graph.nodes[ops["argmax"]]["dtype"] == "int64" and graph.nodes[ops["gt"]]["dtype"] == "bool"
+    assert graph.nodes[ops["argmax"]]["grad_fn"] is None
+
+
+def test_op_names_args_and_shapes_read_like_the_source() -> None:
+    class Source(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = torch.cat([x, x * 2], dim=1).view(2, 2, -1)
+            h = F.softmax(h, dim=-1)
+            h[:, 0] = 1.0
+            return (1 - h).transpose(1, 2) @ torch.arange(4.0).view(2, 2)
+
+    graph = tgr.record(Source(), torch.randn(2, 4)).graph
+    ops = sorted(nodes_of(graph, "op").values(), key=lambda a: a["seq"])
+    assert [(a["name"], a["args"]) for a in ops] == [
+        ("mul", "2"), ("cat", "dim=1"), ("view", "2, 2, -1"), ("softmax", "dim=-1"),
+        ("setitem", "[:, 0]"), ("sub", "1"), ("transpose", "1, 2"), ("arange", "4.0"),
+        ("view", "2, 2"), ("matmul", "")]
+    assert ops[2]["shape"] == (2, 2, 4) and all(a["dtype"] == "float32" for a in ops)
+
+
+def test_edges_follow_every_tensor_argument_and_in_place_makes_a_version() -> None:
+    class Inputs(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            a, b = x + 1, x * 2
+            both = torch.cat([a, b])
+            both.add_(a.sum())
+            return both
+
+    graph = tgr.record(Inputs(), torch.randn(2)).graph
+    ops = {a["name"]: n for n, a in nodes_of(graph, "op").items()}
+    assert {ops["add"], ops["mul"]} <= set(graph.predecessors(ops["cat"]))
+    assert set(graph.predecessors(ops["add_"])) == {ops["cat"], ops["sum"]}
+    assert nx.is_directed_acyclic_graph(graph)
+    output = next(n for n, a in nodes_of(graph, "tensor").items() if a["role"] == "output")
+    assert list(graph.predecessors(output)) == [ops["add_"]]
+
+
+def test_factory_ops_have_no_input_edge() -> None:
+    class Factory(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.arange(3) + torch.zeros(3)
+
+    graph = tgr.record(Factory(), torch.randn(3)).graph
+    for attrs_id, attrs in nodes_of(graph, "op").items():
+        if attrs["name"] in ("arange", "zeros"):
+            assert graph.in_degree(attrs_id) == 0
+
+
+def test_ops_lie_in_their_call_and_edges_in_observation_order() -> None:
+    graph = tgr.record(*fresh("gpt2")).graph
+    for attrs in nodes_of(graph, "op").values():
+        parent = graph.nodes[attrs["parent"]]
+        assert parent["t_start_ns"] <= attrs["t_start_ns"] <= attrs["t_end_ns"] <= parent["t_end_ns"]
+    edges = sorted(graph.edges(data=True), key=lambda edge: edge[2]["seq"])
+    times = [attrs["t_ns"] for *_, attrs in edges]
+    assert times == sorted(times)
+    seqs = [a["seq"] for _, a in graph.nodes(data=True)] + [a["seq"] for *_, a in edges]
+    assert len(seqs) == len(set(seqs))
+
+
+class Tally(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: collections.Counter = collections.Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.calls[getattr(func, "__name__", repr(func))] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("name", ["resnet_like", "gpt2", "inplace"])
+def test_a_users_modes_around_record_see_what_they_see_without_it(name: str) -> None:
+    plain_case, recorded_case = fresh(name), fresh(name)
+    with Tally() as plain_tally, FlopCounterMode(display=False) as plain_flops:
+        plain_case.model(*plain_case.args, **plain_case.kwargs)
+    with Tally() as tally, FlopCounterMode(display=False) as flops:
+        tgr.record(*recorded_case)
+    assert tally.calls == plain_tally.calls
+    assert flops.get_total_flops() == plain_flops.get_total_flops() > 0
+    assert torch._C._len_torch_function_stack() == 0
+
+
+def test_keyword_only_inputs_are_the_models_inputs_named_by_parameter() -> None:
+    class Add(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(2, 2), nn.Linear(2, 2)
+
+        def forward(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+            return self.a(p) + self.b(q)
+
+    graph = tgr.record(Add(), (), {"p": torch.randn(1, 2), "q": torch.randn(1, 2)}).graph
+    tgr.validate(graph)
+    inputs = {a["name"]: a for a in nodes_of(graph, "tensor").values() if a["role"] == "input"}
+    assert set(inputs) == {"p", "q"} and all(a["parent"] is None for a in inputs.values())
+
+
+def test_a_keyword_tensor_changed_in_place_is_recorded_as_the_call_received_it() -> None:
+    class Bumps(nn.Module):
+        def forward(self, x: torch.Tensor, *, counter: torch.Tensor) -> torch.Tensor:
+            counter.add_(1)
+            return x * counter
+
+    class Outer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = Bumps()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            counter = x.sum(dim=0)
+            return self.inner(x, counter=counter)
+
+    graph = tgr.record(Outer(), torch.ones(2, 3)).graph
+    tgr.validate(graph)
+    inner = graph.nodes["layer:inner#0"]
+    received = [graph.nodes[t] for t in inner["inputs"]]
+    assert [t["version"] for t in received] == [0, 0]  # both as they were at the call
+    add_ = next(n for n, a in nodes_of(graph, "op").items() if a["name"] == "add_")
+    assert set(graph.predecessors(add_)) == {inner["inputs"][1]}
+
+
+def test_model_outputs_are_named_by_their_path() -> None:
+    graph = tgr.record(*fresh("structured_outputs")).graph
+    names = {a["name"] for a in nodes_of(graph, "tensor").values() if a["role"] == "output"}
+    assert {"output[0][0]", "output[1]['hidden']", "output[1]['pair'][0]",
+            "output[2].logits"} <= names
+
+
+@pytest.mark.parametrize("ops, kinds", [("autograd", {"layer", "tensor", "param", "op"}),
+                                        (None, {"layer", "tensor"})])
+def test_the_other_op_views(ops: object, kinds: set) -> None:
+    graph = tgr.record(*fresh("resnet_like"), ops=ops).graph
+    tgr.validate(graph)
+    assert {a["kind"] for _, a in graph.nodes(data=True)} == kinds
+    assert graph.graph["ops"] == (ops or "none")
+    if ops == "autograd":
+        assert "convolution" in {a["name"] for a in nodes_of(graph, "op").values()}
+    else:  # calls and the tensors between them, joined by what each call received and made
+        first = graph.nodes["layer:stem.0#0"]
+        assert set(graph.predecessors("layer:stem.0#0")) == set(first["inputs"])
+        assert set(graph.successors("layer:stem.0#0")) == set(first["outputs"])
+
+
+def test_an_unknown_op_view_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"unknown ops: 'aten' \(must be one of \['torch', 'autograd', None\]\)"):
+        tgr.record(nn.Linear(2, 2), torch.randn(1, 2), ops="aten")
+    with pytest.raises(ValueError, match=r"unknown ops: 'all'"):
+        tgr.Recorder(nn.Linear(2, 2), ops="all")
+
+
+def test_under_no_grad_frozen_weights_show_their_params_and_ops() -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    with torch.no_grad():
+        recording = tgr.record(model, torch.randn(4, 8))
+    assert repr(recording) == "<Recording model=Sequential layers=4 ops=3 tensors=4 params=4>"

@@ -1,0 +1,81 @@
+"""Every configuration of PyTorch's own module test database, recorded with grad and under no_grad."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+import pytest
+import torch
+from torch.nn.modules import module as torch_module
+from torch.utils._pytree import tree_flatten
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+import torchgraphrec as tgr
+
+pytest.importorskip("expecttest")  # torch.testing._internal needs it
+from torch.testing._internal.common_modules import module_db  # noqa: E402
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    return [leaf for leaf in tree_flatten(value)[0] if isinstance(leaf, torch.Tensor)]
+
+
+def _same(left: Any, right: Any) -> bool:
+    """Bit-identical tensors in the same places (NaN where NaN, nested tensors padded)."""
+    ours, theirs = _tensors(left), _tensors(right)
+    if len(ours) != len(theirs):
+        return False
+    for a, b in zip(ours, theirs):
+        if a.is_nested:
+            a, b = a.to_padded_tensor(0.0), b.to_padded_tensor(0.0)
+        if a.shape != b.shape or not torch.equal(a.isnan(), b.isnan()) or \
+                not torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)):
+            return False
+    return True
+
+
+def _nothing_left(model: torch.nn.Module) -> bool:
+    return not (torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks
+                or any(m._forward_pre_hooks or m._forward_hooks for m in model.modules())
+                or torch._C._len_torch_function_stack() or _get_current_dispatch_mode_stack())
+
+
+def _check(info: Any, sample: Any, training: bool, grad: bool) -> None:
+    torch.manual_seed(0)
+    model = info.module_cls(*sample.constructor_input.args, **sample.constructor_input.kwargs)
+    model.train(training)
+    args, kwargs = sample.forward_input.args, sample.forward_input.kwargs
+    with torch.set_grad_enabled(grad):
+        torch.manual_seed(1)
+        try:
+            expected = copy.deepcopy(model)(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        except Exception as exc:  # a sample the module itself refuses: refused the same way
+            with pytest.raises(type(exc)):
+                tgr.record(model, copy.deepcopy(args), copy.deepcopy(kwargs))
+            assert _nothing_left(model)
+            return
+        torch.manual_seed(1)
+        recording = tgr.record(model, copy.deepcopy(args), copy.deepcopy(kwargs))
+    where = f"{info.name} ({sample.desc or 'default'}, training={training}, grad={grad})"
+    assert _same(expected, recording.output), where
+    assert _nothing_left(model), where
+    tgr.validate(recording.graph)
+    kinds = {attrs["kind"] for _, attrs in recording.graph.nodes(data=True)}
+    if any(True for _ in model.parameters()):
+        assert {"param", "op"} <= kinds, where  # frozen or not, under no_grad or not
+
+
+@pytest.mark.parametrize("info", module_db, ids=lambda info: info.name)
+def test_every_configuration_records_as_it_runs(info: Any) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for training in (True, False):
+            samples = info.module_inputs_func(info, device="cpu", dtype=torch.float32,
+                                              requires_grad=False, training=training)
+            for sample in samples:
+                if sample.forward_input is None:
+                    continue
+                for grad in (True, False):
+                    _check(info, sample, training, grad)

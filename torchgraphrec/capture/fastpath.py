@@ -1,0 +1,98 @@
+"""Modules whose fused fast path a torch-function mode turns off, recorded at the ATen level instead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from torchgraphrec.capture.ops import OpMode, prepare
+from torchgraphrec.capture.state import CaptureState
+from torchgraphrec.capture.structures import flatten_tensors
+
+__all__ = ["FAST_PATH_TYPES", "AtenMode", "FastPathSwitch", "may_take_fast_path", "aten_name"]
+
+#: Their ``forward`` takes a fused kernel (``_native_multi_head_attention``,
+#: ``_transformer_encoder_layer_fwd``, nested tensors) only where
+#: ``torch.overrides.has_torch_function`` is false, which any torch-function mode makes
+#: true: recording them with the op mode would change what they compute.
+FAST_PATH_TYPES = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerEncoder)
+
+
+def may_take_fast_path(module: nn.Module, args: tuple, kwargs: dict) -> bool:
+    """Whether ``module`` could take its fast path in this call: in eval mode, with nothing
+    that autograd would have to follow.
+
+    >>> layer = nn.MultiheadAttention(4, 2).eval()
+    >>> x = torch.zeros(3, 1, 4)
+    >>> may_take_fast_path(layer, (x, x, x), {}), may_take_fast_path(layer.train(), (x, x, x), {})
+    (False, False)
+    >>> with torch.no_grad():
+    ...     may_take_fast_path(layer.eval(), (x, x, x), {})
+    True
+    """
+    if module.training:
+        return False
+    if not torch.is_grad_enabled():
+        return True
+    return not any(p.requires_grad for p in module.parameters()) and not any(
+        t.requires_grad for t in flatten_tensors((args, kwargs)))
+
+
+def aten_name(func: Any) -> str:
+    """An ATen op's name without namespace or overload.
+
+    >>> aten_name(torch.ops.aten.addmm.default)
+    'addmm'
+    """
+    return func.overloadpacket.__name__
+
+
+class AtenMode(TorchDispatchMode):
+    """Records the ATen ops a fast-path module runs, into the same records as the op mode
+    (its handler is the op mode's). A dispatch mode leaves ``has_torch_function`` false,
+    so the module computes exactly what it computes unrecorded."""
+
+    __torch_dispatch__ = OpMode.__torch_function__
+    _producer = OpMode._producer
+
+    def __init__(self, state: CaptureState) -> None:
+        super().__init__()
+        prepare(self, state)
+        self._name_of = aten_name
+        # the version of a tensor changed in place is bumped above the dispatcher's Python
+        # key, after this handler returns: its schema says which arguments it writes
+        self._written_by_schema = True
+
+
+class FastPathSwitch:
+    """Steps the op mode aside for the calls of fast-path modules that may take their fast
+    path, recording their ATen ops meanwhile; nested calls stay with the outermost one.
+
+    ``modules`` are the indices (in the module table) of the fast-path modules.
+    """
+
+    def __init__(self, ops: OpMode, aten: AtenMode, modules: set[int]) -> None:
+        self.ops, self.aten, self.modules = ops, aten, modules
+        self.active: int = -1  # the call being recorded at the ATen level
+
+    def enter(self, call: int, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        """At the start of call ``call`` of a fast-path module."""
+        if self.active < 0 and self.ops.pushed and may_take_fast_path(module, args, kwargs):
+            self.ops.pop()
+            self.aten.__enter__()
+            self.active = call
+
+    def leave(self, call: int) -> None:
+        """At the end of call ``call`` (whether it returned or raised)."""
+        if call == self.active:
+            self.reset()
+            self.ops.push()
+
+    def reset(self) -> None:
+        """Stop recording at the ATen level (also when a forward was cut short)."""
+        if self.active >= 0:
+            self.active = -1
+            self.aten.__exit__(None, None, None)
