@@ -29,8 +29,9 @@ def cluster_parents(drawing: dict[str, Any]) -> dict[str, Optional[str]]:
 
 
 def drawn_nodes(drawing: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The drawn nodes (not clusters) by their ``id``."""
-    return {o["id"]: o for o in drawing.get("objects", []) if not o["name"].startswith("cluster_")}
+    """The drawn nodes (not clusters, not invisible spacers) by their ``id``."""
+    return {o["id"]: o for o in drawing.get("objects", [])
+            if not o["name"].startswith("cluster_") and o.get("style") != "invis"}
 
 
 def cluster_depth(parents: dict[str, Optional[str]], cluster: str) -> int:
@@ -43,7 +44,8 @@ def cluster_depth(parents: dict[str, Optional[str]], cluster: str) -> int:
 def drawn_edges(drawing: dict[str, Any]) -> list[tuple[str, str]]:
     """The drawn edges as ``(tail id, head id)``, in the order the engine lists them."""
     ids = {o["_gvid"]: o.get("id", o["name"]) for o in drawing.get("objects", [])}
-    return [(ids[e["tail"]], ids[e["head"]]) for e in drawing.get("edges", [])]
+    return [(ids[e["tail"]], ids[e["head"]]) for e in drawing.get("edges", [])
+            if e.get("style") != "invis"]
 
 
 def flow(drawing: dict[str, Any]) -> "nx.DiGraph":

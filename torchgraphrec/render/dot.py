@@ -12,7 +12,7 @@ from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.render import labels
 from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.metrics import needs_width, text_width
-from torchgraphrec.render.spine import beside, spine
+from torchgraphrec.render.spine import beside, entries, spine
 from torchgraphrec.render.texts import cluster_text, node_text
 from torchgraphrec.render.theme import SCALE, is_logarithmic, scale_color
 from torchgraphrec.render.view import View, build_view
@@ -60,7 +60,7 @@ def to_pydot(graph: nx.DiGraph, **options: Any) -> Any:
     return dot
 
 
-#: Points kept free between a cluster's title and its middle, where edges enter.
+#: Points kept free between a cluster's title and the middle of its entry node.
 _TITLE_GAP = 12.0
 
 
@@ -86,9 +86,10 @@ class _DotWriter:
                                           ("model_tensor", theme.model_tensor))}
         clusters = list(self.view.groups) + self.view.clusters
         self.cluster_names = {cluster: f"cluster_{index}" for index, cluster in enumerate(clusters)}
-        self.on_spine = set(spine(view))
+        self.spine = spine(view)
+        self.on_spine = set(self.spine)
         self.margin = float(theme.node.get("margin", "0.11").split(",")[0])  # inches, each side
-        self.widths: dict[str, float] = {}  # points, as the label needs
+        self.widths: dict[str, float] = {}  # points, as each node's label needs
 
     def write(self) -> graphviz.Digraph:
         theme = self.theme
@@ -104,6 +105,8 @@ class _DotWriter:
             bodies[cluster] = []
         for node in self.view.nodes:
             bodies[self.view.parent.get(node)].append(self._node_line(node))
+        for cluster, lines in self._spacers().items():
+            bodies[cluster] += lines
         for cluster, pairs in beside(self.view).items():
             bodies[cluster] += [f"\t{{rank=same; {self.names[p]}; {self.names[o]}}}\n"
                                 for p, o in pairs]
@@ -165,21 +168,35 @@ class _DotWriter:
         value = attrs.get(self.options.color_by) if self.scale else None
         outline = {"color": scale_color(value, *self.scale)[0], "penwidth": "3"} \
             if isinstance(value, float) else {}
-        return _attrs({**self.theme.cluster, **outline, "label": self._title_label(cluster, title),
+        return _attrs({**self.theme.cluster, **outline, "label": labels.join(title),
                        "tooltip": labels.join(tooltip or title),
                        "id": labels.xml_id("c", cluster),
                        "class": f"tgr-cluster tgr-{labels.css_class(attrs['type'])}"})
 
-    def _title_label(self, cluster: str, title: str) -> Any:
-        """The cluster's title, padded on the right where the cluster may be narrow: edges
-        enter a cluster at its middle, so the title must end before it."""
+    def _spacers(self) -> dict[str | None, list[str]]:
+        """Invisible spacers left of each cluster's entry node (top to bottom only): the
+        flow comes in at the middle of that node, so a title written on the left must end
+        before it; a spacer widens the cluster to the left, and the boxes keep their size."""
+        if self.options.rankdir not in ("TB", "BT"):
+            return {}
         font = self.theme.graph.get("fontname", "Helvetica")
-        width = text_width(title, font, float(self.theme.cluster.get("fontsize", "11")))
-        inside = self.inside.get(cluster, set())
-        widest = max((self.widths.get(node, 0.0) for node in inside), default=0.0)
-        if widest >= 2 * width + _TITLE_GAP:
-            return labels.join(title)
-        return labels.padded_title(title, width + _TITLE_GAP)
+        needed: dict[str, float] = {}
+        for cluster, node in entries(self.view, self.spine).items():
+            title = cluster_text(self.view, cluster)[0]
+            size = float((self.theme.repeat_cluster if cluster in self.view.groups
+                          else self.theme.cluster).get("fontsize", "11"))
+            needed[node] = max(needed.get(node, 0.0), text_width(title, font, size) + _TITLE_GAP)
+        lines: dict[str | None, list[str]] = {}
+        for index, (node, width) in enumerate(sorted(needed.items(), key=lambda i: self.names[i[0]])):
+            gap = width - self.widths[node] / 2
+            if gap <= 0:
+                continue
+            name = f"s{index}"
+            lines.setdefault(self.view.parent.get(node), []).append(
+                f'\t{name} [label="" class="tgr-spacer" id="s-{index}" style=invis '
+                f'fixedsize=true height=0.01 width={gap / 72:.2f}]\n'
+                f"\t{{rank=same; {name} -> {self.names[node]} [style=invis]}}\n")
+        return lines
 
     def _node_line(self, node: str) -> str:
         name = self.names[node] = f"n{len(self.names)}"

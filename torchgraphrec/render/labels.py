@@ -10,7 +10,7 @@ import graphviz
 
 from torchgraphrec.render.settings import settings_text
 
-__all__ = ["escape", "join", "padded_title", "shape_text", "count_text", "short_name", "layer_title",
+__all__ = ["escape", "join", "shape_text", "count_text", "short_name", "layer_title",
            "box_lines", "tensor_lines", "param_lines", "op_lines", "xml_id", "css_class",
            "html_text"]
 
@@ -34,17 +34,6 @@ def join(*lines: str) -> graphviz.nohtml:
     '<lambda>\\na&b'
     """
     return graphviz.nohtml("\\n".join(escape(line) for line in lines if line != ""))
-
-
-def padded_title(title: str, width: float) -> str:
-    """``title`` as an HTML-like label at least ``width`` points wide, written on the left.
-
-    >>> padded_title("a<b", 30.0)
-    '<<TABLE BORDER="0" CELLPADDING="0" CELLSPACING="0"><TR><TD WIDTH="30" ALIGN="LEFT">a&lt;b</TD><TD WIDTH="30"></TD></TR></TABLE>>'
-    """
-    pad = f'WIDTH="{round(width)}"'
-    return (f'<<TABLE BORDER="0" CELLPADDING="0" CELLSPACING="0"><TR><TD {pad} ALIGN="LEFT">'
-            f'{html_text(title)}</TD><TD {pad}></TD></TR></TABLE>>')
 
 
 def html_text(text: Any) -> str:

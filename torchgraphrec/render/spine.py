@@ -8,7 +8,7 @@ import networkx as nx
 
 from torchgraphrec.render.view import View
 
-__all__ = ["spine", "beside"]
+__all__ = ["spine", "beside", "entries"]
 
 
 def spine(view: View) -> list[str]:
@@ -39,3 +39,23 @@ def beside(view: View) -> dict[Optional[str], list[tuple[str, str]]]:
         if near:
             pairs.setdefault(cluster, []).append((node, near[0]))
     return pairs
+
+
+def entries(view: View, main_path: list[str]) -> dict[str, str]:
+    """Each cluster's entry node: where the flow comes in at its top, under its title (the
+    first node of ``main_path`` inside it, else the first one fed from outside)."""
+    found: dict[str, str] = {}
+    inside = view.inside()
+    for node in main_path:
+        for cluster, members in inside.items():
+            if node in members:
+                found.setdefault(cluster, node)
+    fed = {target: source for source, target in view.edges}
+    for cluster, members in inside.items():
+        if cluster in found:
+            continue
+        order = sorted(members, key=lambda n: view.folded.nodes[n]["seq"])
+        outside = [n for n in order if fed.get(n) is not None and fed[n] not in members]
+        if outside or order:
+            found[cluster] = (outside or order)[0]
+    return found
