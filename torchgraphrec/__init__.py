@@ -33,7 +33,7 @@ def __getattr__(name: str) -> object:
     # These import torch; a saved recording can be read and drawn without it.
     import importlib
 
-    lazy = {"Recorder": ("torchgraphrec.capture.recorder", "Recorder"),
+    lazy = {"Recorder": ("torchgraphrec.recorder", "Recorder"),
             "probe": ("torchgraphrec.probes.probe", "probe"),
             "select": ("torchgraphrec.probes.select", None),
             "stats": ("torchgraphrec.probes.stats", None),

@@ -114,13 +114,16 @@ def backward_loss(output: Any) -> Any:
 
 
 def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, *,
-           backward: bool = False) -> Recording:
+           ops: str | None = "torch", backward: bool = False) -> Recording:
     """Run ``model(*args, **kwargs)`` once and record it.
 
     Args:
         model: the ``torch.nn.Module`` to run.
         args: one tensor, or a tuple of positional arguments.
         kwargs: keyword arguments, or ``None``.
+        ops: ``"torch"`` records every torch-level call the forward makes, under any grad
+            mode; ``"autograd"`` the nodes autograd recorded, by autograd's names;
+            ``None`` module calls and boundary tensors only (the cheapest).
         backward: also back-propagate from :func:`backward_loss` of the output and time it.
 
     Returns:
@@ -129,23 +132,27 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
     Raises:
         TypeError: ``model`` is not a ``torch.nn.Module`` (or is a ScriptModule), ``args``
             is neither a tensor nor a tuple, or ``kwargs`` is not a mapping.
+        ValueError: ``ops`` is none of the three.
 
     >>> import torch
     >>> rec = record(torch.nn.Linear(3, 2), torch.randn(1, 3))
     >>> rec
-    <Recording model=Linear layers=1 ops=2 tensors=2 params=2>
+    <Recording model=Linear layers=1 ops=1 tensors=2 params=2>
     >>> [attrs["name"] for _, attrs in rec.graph.nodes(data=True) if attrs["kind"] == "op"]
-    ['t', 'addmm']
+    ['linear']
+    >>> with torch.no_grad():
+    ...     record(torch.nn.Linear(3, 2), torch.randn(1, 3))
+    <Recording model=Linear layers=1 ops=1 tensors=2 params=2>
     """
     from torchgraphrec.gcpause import gc_paused
-    from torchgraphrec.capture.recorder import Recorder, check_model
+    from torchgraphrec.recorder import Recorder, check_model
 
     check_model(model)
     call_args, call_kwargs = _as_args(args), _as_kwargs(kwargs)
     # The collector stays off until the recorder's working records are gone, so that its
     # next pass sees only the graph, not everything made on the way to it.
     with gc_paused():
-        with Recorder(model, backward=backward) as recorder:
+        with Recorder(model, ops=ops, backward=backward) as recorder:
             output = model(*call_args, **call_kwargs)
             if backward:
                 backward_loss(output).backward()

@@ -12,9 +12,8 @@ import torchgraphrec as tgr
 from helpers import hook_state, nodes_of
 from models import Raising
 from torchgraphrec.capture import autograd
-from torchgraphrec.capture.hooks import CallTracker
 from torchgraphrec.capture.autograd import place
-from torchgraphrec.capture.hooks import TensorDescriber
+from torchgraphrec.capture.naming import Describer, Namer
 from torchgraphrec.capture.structures import flatten_tensors
 from torchgraphrec.capture.tables import ModuleTable
 
@@ -56,15 +55,15 @@ def test_place_gives_ties_to_the_later_breakpoint_and_holds_after_the_last() -> 
 
 
 def test_describer_shares_conversions_and_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(TensorDescriber, "_shapes", {})
-    monkeypatch.setattr(TensorDescriber, "LIMIT", 2)
+    monkeypatch.setattr(Describer, "_shapes", {})
+    monkeypatch.setattr(Describer, "LIMIT", 2)
     x = torch.zeros(2, 3)
-    first = TensorDescriber()(x.shape, x.dtype, x.device)
-    again = TensorDescriber()(x.shape, x.dtype, x.device)
-    assert first == ((2, 3), "(2, 3)", "float32", "cpu") and first[0] is again[0]
+    first, again = Describer().shape(x.shape), Describer().shape(x.shape)
+    assert first == (2, 3) and first is again
+    assert Describer().name(x.dtype) == "float32" and Describer().name(x.device) == "cpu"
     for size in range(1, 6):
-        TensorDescriber()(torch.Size([size]), x.dtype, x.device)
-    assert len(TensorDescriber._shapes) <= 2
+        Describer().shape(torch.Size([size]))
+    assert len(Describer._shapes) <= 2
 
 
 def test_table_numbers_modules_as_named_modules_does() -> None:
@@ -72,7 +71,7 @@ def test_table_numbers_modules_as_named_modules_does() -> None:
     model = nn.Sequential(nn.Sequential(shared, nn.ReLU()), shared, nn.Linear(2, 1))
     table = ModuleTable(model)
     assert table.qualnames == [name for name, _ in model.named_modules()]
-    assert table.param_names[id(shared.weight)] == "0.0.weight"
+    assert table.tensor_ids[id(shared.weight)] == "param:0.0.weight"
     assert table.module_by_qualname("2") == 4 and table.module_by_qualname("nope") is None
 
 
@@ -84,7 +83,7 @@ def test_a_wide_walk_past_the_chain_limit_is_measured_not_refused(
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.stack([x * i for i in range(20)]).sum()
 
-    graph = tgr.record(Wide(), torch.randn(3, requires_grad=True)).graph
+    graph = tgr.record(Wide(), torch.randn(3, requires_grad=True), ops="autograd").graph
     assert len(nodes_of(graph, "op")) == 22
 
 
@@ -98,7 +97,26 @@ def test_a_chain_past_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> N
             return x
 
     with pytest.raises(tgr.CaptureError, match="chains more than 5 autograd ops"):
-        tgr.record(Chain(), torch.randn(3, requires_grad=True))
+        tgr.record(Chain(), torch.randn(3, requires_grad=True), ops="autograd")
+
+
+def test_past_the_chain_limit_torch_ops_record_without_touching_autograd_nodes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchgraphrec.capture import ops
+
+    monkeypatch.setattr(ops, "MAX_CHAIN", 5)
+
+    class Chain(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for _ in range(20):
+                x = x * 2
+            return x
+
+    with pytest.warns(UserWarning, match="no grad_fn names past that depth"):
+        graph = tgr.record(Chain(), torch.randn(3, requires_grad=True)).graph
+    grad_fns = [a["grad_fn"] for a in sorted(nodes_of(graph, "op").values(), key=lambda a: a["seq"])]
+    assert len(grad_fns) == 20
+    assert grad_fns[:5] == ["MulBackward0"] * 5 and grad_fns[5:] == [None] * 15
 
 
 def test_a_graph_handed_out_never_changes_when_the_recorder_records_on() -> None:
@@ -146,10 +164,10 @@ def test_num_params_counts_nested_parameters_once_each() -> None:
 @pytest.fixture
 def broken_describe(monkeypatch: pytest.MonkeyPatch) -> None:
     """A recorder bug in the pass that names the records after a forward."""
-    def broken(self: CallTracker) -> None:
+    def broken(self: Namer) -> None:
         raise KeyError("describing went wrong")
 
-    monkeypatch.setattr(CallTracker, "describe_pending", broken)
+    monkeypatch.setattr(Namer, "name_pending", broken)
 
 
 @pytest.mark.usefixtures("broken_describe")

@@ -185,8 +185,8 @@ def test_svg_is_valid_xml_with_stable_ids_and_classes(recordings: dict) -> None:
     root = ElementTree.fromstring(svg)
     groups = {g.get("id"): g.get("class", "") for g in root.iter("{http://www.w3.org/2000/svg}g")}
     assert groups["c-layer:#0"].endswith("tgr-cluster tgr-ResNetLike")
-    assert "tgr-op" in groups["n-op:convolution#0"]
-    assert "tgr-flow" in groups["e-tensor:0@v0--op:convolution#0"]
+    assert "tgr-op" in groups["n-op:conv2d#0"]
+    assert "tgr-flow" in groups["e-tensor:0@v0--op:conv2d#0"]
     assert "tgr-param" in groups["n-param:stem.0.weight"]
 
 

@@ -35,4 +35,4 @@ def test_default_svg_is_at_most_20_screens_tall(make) -> None:
     svg = run_engine(recording.to_dot(), "svg").decode()
     height_pt = float(re.search(r'<svg width="[\d.]+pt" height="([\d.]+)pt"', svg).group(1))
     screens = height_pt / 72 * 96 / SCREEN_PX
-    assert 0.5 < screens <= MAX_SCREENS
+    assert 0.3 < screens <= MAX_SCREENS

@@ -65,7 +65,7 @@ def test_fragments_keep_their_own_ids(recording) -> None:
 
 def test_jupyter_bundle(recording) -> None:
     bundle = recording._repr_mimebundle_()
-    assert bundle["text/plain"] == "<Recording model=ResNetLike layers=38 ops=36 tensors=36 params=29>"
+    assert bundle["text/plain"] == "<Recording model=ResNetLike layers=38 ops=44 tensors=36 params=56>"
     assert bundle["image/svg+xml"].lstrip().startswith("<?xml")
     assert 'class="tgr-report"' in bundle["text/html"]
     assert set(recording._repr_mimebundle_(include=["text/plain"])) == {"text/plain"}
@@ -141,7 +141,7 @@ def test_report_works_in_a_real_browser(recording, tmp_path: Path) -> None:
         page.click("#tgr .tgr-fit")
         assert svg.get_attribute("viewBox") == before
 
-        inner = page.locator('#tgr .tgr-view:not([hidden]) [id="n-op:convolution#0"]')
+        inner = page.locator('#tgr .tgr-view:not([hidden]) [id="n-op:conv2d#0"]')
         assert inner.is_visible()
         page.dblclick('#tgr .tgr-view:not([hidden]) [id="c-layer:stem#0"] > text')
         assert inner.is_hidden()

@@ -112,11 +112,21 @@ def test_a_hundred_thousand_ops_side_by_side() -> None:
     assert nx.is_directed_acyclic_graph(graph)
 
 
-def test_a_hundred_thousand_ops_in_one_chain_are_refused_clearly() -> None:
+def test_a_hundred_thousand_ops_in_one_chain_record_and_free_safely() -> None:
+    model = ChainOps(100_000)
+    before = hook_state(model)
+    with pytest.warns(UserWarning, match="no grad_fn names past that depth"):
+        recording = tgr.record(model, torch.randn(3))
+    assert len(nodes_of(recording.graph, "op")) == 100_001
+    del recording  # freeing the autograd chain must not crash (pytorch/pytorch#109948)
+    assert hook_state(model) == before
+
+
+def test_the_autograd_view_refuses_a_chain_it_cannot_walk_safely() -> None:
     model = ChainOps(100_000)
     before = hook_state(model)
     with pytest.raises(tgr.CaptureError, match="chains more than 25,000 autograd ops"):
-        tgr.record(model, torch.randn(3))
+        tgr.record(model, torch.randn(3), ops="autograd")
     assert hook_state(model) == before
 
 

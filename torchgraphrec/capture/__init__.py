@@ -1,3 +1,5 @@
-"""Capture: hooks and an autograd walk that record a model's execution as flat events."""
+"""Capture: module hooks and a torch-function mode that record a model's execution as flat records."""
 
-__all__: list[str] = []
+from torchgraphrec.capture.capture import OPS, Capture, check_ops
+
+__all__ = ["Capture", "OPS", "check_ops"]

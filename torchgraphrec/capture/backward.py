@@ -1,45 +1,59 @@
-"""Timing the backward pass per op, through hooks on the recorded autograd nodes."""
+"""Timing the backward pass per op, through hooks on the autograd nodes each op made."""
 
 from __future__ import annotations
 
+import bisect
 import time
 from typing import Any, Sequence
 
 import networkx as nx
 
-from torchgraphrec.capture.events import OpRecord
+__all__ = ["BackwardClock", "owners"]
 
-__all__ = ["BackwardClock"]
+
+def owners(numbers: Sequence[int], found: Sequence[tuple[int, Any, tuple]],
+           first: int) -> list[tuple[Any, int]]:
+    """``(autograd node, op index)`` for each node ``found`` by a walk: an op owns the
+    sequence numbers from the number autograd would have given next when it started up to
+    the next op's (``numbers``, rising; the ops' indices start at ``first``).
+
+    >>> owners([10, 12, 15], [(10, "a", ()), (11, "b", ()), (16, "c", ())], 5)
+    [('a', 5), ('b', 5), ('c', 7)]
+    """
+    pairs = []
+    for number, node, _ in found:
+        position = bisect.bisect_right(numbers, number) - 1
+        if position >= 0:
+            pairs.append((node, first + position))
+    return pairs
 
 
 class BackwardClock:
-    """Notes when autograd starts and finishes each recorded op's backward.
+    """Notes when autograd starts and finishes the backward of each recorded op.
 
     The hooks return ``None``, so gradients are untouched; every handle is removed by
-    :meth:`detach`.
+    :meth:`detach`. Times are kept by node id, the earliest start and latest end over the
+    autograd nodes an op owns.
     """
 
     def __init__(self) -> None:
         self.starts: dict[str, int] = {}
         self.ends: dict[str, int] = {}
+        self.count = 0  # hook runs so far: changes with every backward, repeated ones too
         self._handles: list[Any] = []
 
-    @property
-    def count(self) -> int:
-        """How many times have been noted (changes whenever a backward ran)."""
-        return len(self.starts) + len(self.ends)
-
-    def attach(self, nodes: Sequence[Any], ops: Sequence[OpRecord]) -> None:
-        """Hook each autograd node in ``nodes``, named by the matching op record."""
+    def attach(self, pairs: Sequence[tuple[Any, str]]) -> None:
+        """Hook each autograd node in ``pairs``, timed under the op node id it is paired with."""
         starts, ends, now = self.starts, self.ends, time.perf_counter_ns
-        for node, op in zip(nodes, ops):
-            node_id = op[0]
+        for node, node_id in pairs:
 
             def before(grad_outputs: Any, node_id: str = node_id) -> None:
                 starts.setdefault(node_id, now())
+                self.count += 1
 
             def after(grad_inputs: Any, grad_outputs: Any, node_id: str = node_id) -> None:
-                ends[node_id] = now()
+                ends[node_id] = max(ends.get(node_id, 0), now())
+                self.count += 1
 
             self._handles.append(node.register_prehook(before))
             self._handles.append(node.register_hook(after))
@@ -51,8 +65,10 @@ class BackwardClock:
 
     def annotate(self, graph: nx.DiGraph, t0: int) -> None:
         """Add ``t_backward_start_ns`` / ``t_backward_end_ns`` (ns since ``t0``) to ops and
-        their layers."""
+        their enclosing layers."""
         for node_id, start in self.starts.items():
+            if node_id not in graph:
+                continue
             end = self.ends.get(node_id, start) - t0
             start -= t0
             while node_id is not None:

@@ -1,4 +1,4 @@
-"""Building the networkx graph once, in bulk, from a recorder's records."""
+"""Building the networkx graph once, in bulk, from a recorder's named records."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import networkx as nx
 import torch
 
 from torchgraphrec.capture.events import Attrs, Events
+from torchgraphrec.capture.naming import Namer
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.errors import CaptureError
 from torchgraphrec.schema import SCHEMA_VERSION
@@ -13,44 +14,54 @@ from torchgraphrec.schema import SCHEMA_VERSION
 __all__ = ["build_graph"]
 
 
-def build_graph(events: Events, table: ModuleTable, *, share: bool = False) -> nx.DiGraph:
-    """A graph in the schema of :mod:`torchgraphrec.schema` from ``events``.
+def build_graph(events: Events, table: ModuleTable, namer: Namer, ops: str, *,
+                share: bool = False) -> nx.DiGraph:
+    """A graph in the schema of :mod:`torchgraphrec.schema` from the named records.
 
-    The records already hold every node's attributes but the layers' ``num_params``,
-    counted now (lazy modules have their parameters only after a forward). With ``share``
-    the graph takes the records' dicts as they are (for a recording built once), otherwise
-    it gets copies, so that a graph handed out earlier never changes when the recorder
-    records on.
+    Layers get their ``num_params`` now (lazy modules have their parameters only after a
+    forward) and param nodes their attributes (a parameter is described as it is now,
+    which is as the forward used it unless it changed since). With ``share`` the graph
+    takes the records' dicts as they are (for a recording built once), otherwise copies,
+    so that a graph handed out earlier never changes when the recorder records on.
     """
-    graph = nx.DiGraph(
-        schema_version=SCHEMA_VERSION,
-        model=type(table.model).__qualname__,
-        torch_version=str(torch.__version__),
-        ops="autograd",
-    )
-    _fill(graph, _nodes(events, table.all_num_params() if events.calls else []), events, share)
-    return graph
-
-
-def _nodes(events: Events, num_params: list[int]) -> list[tuple[str, Attrs]]:
-    # A forward still running (the graph read from inside a hook) has calls without ids
-    # yet; the graph then shows every forward finished so far.
+    graph = nx.DiGraph(schema_version=SCHEMA_VERSION, model=type(table.model).__qualname__,
+                       torch_version=str(torch.__version__), ops=ops)
+    # a forward still running (the graph read from a hook) has unnamed calls: the graph
+    # shows the forwards finished so far
     calls = [call for call in events.calls if call.node_id]
+    num_params = table.all_num_params() if calls else []
     for call in calls:
         call.attrs["num_params"] = num_params[call.module]
     nodes = [(call.node_id, call.attrs) for call in calls]
-    nodes += [(record.node_id, record.attrs) for record in events.tensors]
-    nodes += events.params.items()
-    nodes += events.ops
-    return nodes
+    nodes += events.nodes
+    nodes += _params(events, table, namer)
+    _fill(graph, nodes, events.edges, share)
+    return graph
 
 
-def _fill(graph: nx.DiGraph, nodes: list[tuple[str, Attrs]], events: Events,
-          share: bool) -> None:
+def _params(events: Events, table: ModuleTable, namer: Namer) -> list[tuple[str, Attrs]]:
+    found = []
+    for node_id, (first_user, seq, shape, dtype, requires_grad) in events.params.items():
+        owner = namer.first_call.get(table.tensor_owner[node_id], first_user)
+        parent = events.calls[owner] if owner >= 0 else None
+        if parent is not None and not parent.node_id:
+            continue  # first used by a forward still running: shown once it ends
+        qualname = node_id.removeprefix("param:")
+        found.append((node_id, {
+            "kind": "param", "label": qualname, "parent": parent.node_id if parent else None,
+            "depth": parent.depth + 1 if parent else 0, "seq": seq, "qualname": qualname,
+            "shape": namer.describe.shape(shape), "dtype": namer.describe.name(dtype),
+            "requires_grad": requires_grad, "buffer": node_id in table.buffers,
+        }))
+    return found
+
+
+def _fill(graph: nx.DiGraph, nodes: list[tuple[str, Attrs]],
+          edges: list[tuple[str, str, Attrs]], share: bool) -> None:
     # Writing networkx's own adjacency dicts directly is several times faster than
-    # add_nodes_from/add_edges_from, and the result is the same plain DiGraph.
+    # add_nodes_from/add_edges_from, and the result is the same plain DiGraph
+    # (tests/capture pin the internals this relies on).
     node_store, succ, pred = graph._node, graph._succ, graph._pred
-    edges = events.edges
     if not share:
         nodes = [(node_id, attrs.copy()) for node_id, attrs in nodes]
         edges = [(source, target, attrs.copy()) for source, target, attrs in edges]
@@ -62,6 +73,8 @@ def _fill(graph: nx.DiGraph, nodes: list[tuple[str, Attrs]], events: Events,
     pred.update({node_id: {} for node_id in node_store})
     try:
         for source, target, attrs in edges:
+            if target in succ[source]:
+                continue  # one edge per pair: the first observation stands
             succ[source][target] = pred[target][source] = attrs
     except KeyError as exc:
         raise CaptureError(f"the recorder made an edge to an unknown node {exc}") from None

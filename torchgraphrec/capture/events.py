@@ -1,17 +1,23 @@
-"""The records the hooks and the walk append to while a model runs.
+"""The records the hooks and the op mode append to while a model runs.
 
-Every record carries its node's attribute dict in its final schema form, made once when
-the node is first seen: building the graph then only links these dicts into networkx.
+Inside the forward only raw facts are noted, as tuples and small slotted records: work done
+between layers costs several times its microbenchmark, since each layer's compute leaves the
+caches cold. Ids and attribute dicts are made in one pass when a forward ends
+(:mod:`~torchgraphrec.capture.naming`).
+
+A *ref* names what produced a value: an ``int >= 0`` is an op (its index in
+:attr:`Events.ops`), an ``int < 0`` a tensor node (``~index`` into :attr:`Events.tensors`),
+a ``str`` a param node id.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
 
-__all__ = ["CallRecord", "TensorRecord", "RawTensor", "OpRecord", "Events", "Attrs", "layer_id"]
+__all__ = ["Ref", "CallRecord", "RawTensor", "RawOp", "Events", "Attrs", "layer_id"]
 
 Attrs = dict[str, Any]
+Ref = Union[int, str]
 
 
 def layer_id(qualname: str, call_index: int) -> str:
@@ -26,74 +32,71 @@ def layer_id(qualname: str, call_index: int) -> str:
 class CallRecord:
     """One call of one module, as the hooks noted it.
 
-    ``inputs`` and ``outputs`` are indices into :attr:`Events.tensors`. ``node_id`` and
-    ``attrs`` (the layer node's attributes) are filled in by
-    :meth:`~torchgraphrec.capture.hooks.CallTracker.describe_pending`, after the forward:
-    work done inside the forward costs more, between layers whose compute evicts it from
-    the caches.
+    ``inputs`` and ``outputs`` are refs (tensor or param nodes); ``node_id`` and ``attrs``
+    are filled in after the forward. ``seq_start``/``seq_end`` are autograd's sequence
+    numbers at the call's start and end (the autograd view places ops by them).
     """
 
-    __slots__ = ("module", "parent", "depth", "seq", "t_start", "seq_start", "t_end",
-                 "seq_end", "inputs", "outputs", "node_id", "attrs")
+    __slots__ = ("module", "parent", "depth", "seq", "t_start", "t_end", "seq_start",
+                 "seq_end", "inputs", "outputs", "training", "node_id", "attrs")
 
     def __init__(self, module: int, parent: int, depth: int, seq: int, t_start: int,
-                 seq_start: int, inputs: list[int]) -> None:
+                 seq_start: int, training: bool) -> None:
         self.module = module
         self.parent = parent
         self.depth = depth
         self.seq = seq
         self.t_start = self.t_end = t_start
         self.seq_start = self.seq_end = seq_start
-        self.inputs = inputs
-        self.outputs: list[int] = []
+        self.inputs: list[Ref] = []
+        self.outputs: list[Ref] = []
+        self.training = training
         self.node_id = ""
         self.attrs: Attrs = {}
 
 
-class TensorRecord:
-    """A tensor seen at a call boundary, as it was then: its node id and attributes, and
-    what the walk needs besides.
-
-    ``call`` is the index of the call that produced it (-1 for the model's inputs);
-    ``grad_fn`` is dropped once the forward is walked, so that nothing is kept alive.
-    The hooks note a :data:`RawTensor` tuple; the record is made from it after the forward.
-    """
-
-    __slots__ = ("node_id", "attrs", "call", "t", "grad_fn", "output_nr")
-
-    def __init__(self, node_id: str, attrs: Attrs, call: int, t: int, grad_fn: Any,
-                 output_nr: int) -> None:
-        self.node_id = node_id
-        self.attrs = attrs
-        self.call = call
-        self.t = t
-        self.grad_fn = grad_fn
-        self.output_nr = output_nr
-
-
-#: What the hooks note of a tensor: ``(number, version, shape, dtype, device,
-#: requires_grad, call, seq, t, grad_fn, output_nr)``. A tuple costs a fraction of an
-#: object, and it is made between layers.
+#: A tensor node as noted at a call boundary (or at the first use of a constant):
+#: ``(number, version, shape, dtype, device, requires_grad, call, seq, t, grad_fn,
+#: output_nr)``; ``call`` is the call that produced it (-1: none), ``grad_fn`` and
+#: ``output_nr`` are kept for the autograd view only (``None`` and 0 otherwise).
 RawTensor = tuple[int, int, Any, Any, Any, bool, int, int, int, Any, int]
 
+#: An op as the op mode noted it: ``(name, call, seq, t_start, t_end, refs, args, kwargs,
+#: shape, dtype, grad_fn, autograd_number, t_edges)``. ``refs`` are the producers of its
+#: tensor arguments, in order; its in-edges take the sequence numbers right after its own,
+#: at ``t_edges``. ``grad_fn`` is the class name of autograd's node for its first result
+#: (or ``None``); ``autograd_number`` was autograd's next sequence number when it started.
+RawOp = tuple[str, int, int, int, int, list, tuple, Any, Any, Any, Any, int, int]
 
-#: One autograd-recorded op: ``(node_id, attrs)``. A plain tuple: thousands are made per
-#: forward.
-OpRecord = tuple[str, Attrs]
 
-
-@dataclass
 class Events:
     """Everything one recorder observed, in observation order.
 
-    Edges are ``(source, target, attributes)``. ``t0`` is the ``perf_counter_ns`` reading
-    all ``*_ns`` attributes are relative to; ``seq`` the last observation number handed out.
+    ``seq`` is the last observation number handed out and ``t0`` the ``perf_counter_ns``
+    reading all ``*_ns`` attributes are relative to. ``roles`` and ``names`` hold what is
+    known of a tensor node beyond its raw tuple (model inputs, outputs and constants).
+    ``boundary_edges`` are ``(source ref, target ref, seq, t)``. ``nodes`` and ``edges`` are
+    the named nodes and edges, in schema form, of the forwards finished so far.
     """
 
-    calls: list[CallRecord] = field(default_factory=list)
-    tensors: list[TensorRecord] = field(default_factory=list)
-    ops: list[OpRecord] = field(default_factory=list)
-    params: dict[str, Attrs] = field(default_factory=dict)  # by node id
-    edges: list[tuple[str, str, Attrs]] = field(default_factory=list)
-    seq: int = 0
-    t0: int = 0
+    __slots__ = ("calls", "tensors", "ops", "params", "boundary_edges", "roles", "names",
+                 "seq", "t0", "nodes", "edges")
+
+    def __init__(self) -> None:
+        self.calls: list[CallRecord] = []
+        self.tensors: list[RawTensor] = []
+        self.ops: list[RawOp] = []
+        #: param node id -> (first call, seq, shape, dtype, requires_grad) at its first use
+        self.params: dict[str, tuple[int, int, Any, Any, bool]] = {}
+        self.boundary_edges: list[tuple[Ref, Ref, int, int]] = []
+        self.roles: dict[int, str] = {}  # tensor index -> role, where not intermediate
+        self.names: dict[int, str] = {}  # tensor index -> name, for inputs and outputs
+        self.seq = 0
+        self.t0 = 0
+        self.nodes: list[tuple[str, Attrs]] = []
+        self.edges: list[tuple[str, str, Attrs]] = []
+
+    def next_seq(self) -> int:
+        """A new observation number."""
+        self.seq += 1
+        return self.seq

@@ -1,4 +1,4 @@
-"""Lookup tables built once per recorder: the model's modules and parameters by identity."""
+"""Lookup tables built once per recorder: the model's modules, parameters and buffers by identity."""
 
 from __future__ import annotations
 
@@ -11,15 +11,18 @@ __all__ = ["ModuleTable"]
 
 
 class ModuleTable:
-    """Names of a model's modules and parameters, keyed by ``id()`` while the model lives.
+    """Names of a model's modules, parameters and buffers, keyed by ``id()`` while the model lives.
 
     Modules are numbered in the order of ``named_modules()``, and the first name wins where
-    a module or parameter is reachable under several names (tied weights, shared blocks), as
-    in ``named_modules()`` and ``named_parameters()``.
+    a module or tensor is reachable under several names (tied weights, shared blocks), as
+    in ``named_modules()`` and ``named_parameters()``. ``tensor_ids`` maps a parameter or
+    buffer to its param node id, ``tensor_owner`` that id to the index of its module.
 
-    >>> table = ModuleTable(nn.Sequential(nn.Linear(2, 2), nn.ReLU()))
+    >>> table = ModuleTable(nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)))
     >>> table.qualnames, table.labels, table.all_num_params()
-    (['', '0', '1'], ['Sequential', '0: Linear', '1: ReLU'], [6, 6, 0])
+    (['', '0', '1'], ['Sequential', '0: Linear', '1: BatchNorm1d'], [10, 6, 4])
+    >>> sorted(table.buffers)
+    ['param:1.num_batches_tracked', 'param:1.running_mean', 'param:1.running_var']
     """
 
     def __init__(self, model: nn.Module) -> None:
@@ -29,8 +32,9 @@ class ModuleTable:
         self.qualnames: list[str] = []
         self.types: list[str] = []
         self.labels: list[str] = []  # the layer nodes' labels
-        self.param_names: dict[int, str] = {}
-        self.param_owner: dict[str, int] = {}
+        self.tensor_ids: dict[int, str] = {}  # id(parameter or buffer) -> its node id
+        self.tensor_owner: dict[str, int] = {}  # node id -> the index of its module
+        self.buffers: set[str] = set()  # the node ids that name buffers
         self._params: list[tuple[int, Any]] = []  # (owner index, parameter)
         self._parents: list[int] = []  # the index of the module each was found in
         self._by_qualname: dict[str, int] = {}
@@ -38,7 +42,7 @@ class ModuleTable:
         self._traverse(model)
 
     def _traverse(self, model: nn.Module) -> None:
-        index_of, param_names, parents = self.index_of, self.param_names, self._parents
+        index_of, parents = self.index_of, self._parents
         by_name: dict[str, int] = {}
         # named_modules(), as probe selectors use it: the same order, names and overrides
         for qualname, module in model.named_modules():
@@ -51,11 +55,19 @@ class ModuleTable:
             parents.append(by_name.get(qualname.rpartition(".")[0], -1) if qualname else -1)
             prefix = qualname + "." if qualname else ""
             for name, param in module._parameters.items():
-                if param is not None and id(param) not in param_names:
-                    param_names[id(param)] = full_name = prefix + name
-                    self.param_owner[full_name] = index
+                if param is not None and self._name(param, prefix + name, index):
                     self._params.append((index, param))
+            for name, buffer in module._buffers.items():
+                if buffer is not None and self._name(buffer, prefix + name, index):
+                    self.buffers.add(self.tensor_ids[id(buffer)])
         self._by_qualname = by_name
+
+    def _name(self, tensor: Any, qualname: str, owner: int) -> bool:
+        if id(tensor) in self.tensor_ids:
+            return False
+        node_id = self.tensor_ids[id(tensor)] = "param:" + qualname
+        self.tensor_owner[node_id] = owner
+        return True
 
     def settings(self, index: int) -> str:
         """The module's ``extra_repr()`` on one line (``""`` if it has none or it fails).

@@ -1,11 +1,14 @@
-"""Running probes on the recorder's hooks: forward sites in the hooks, gradients by tensor hooks."""
+"""Running probes: forward sites in module hooks of their own, gradients by tensor hooks."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+import functools
+import threading
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 from torchgraphrec.capture.structures import tensors_with_paths
 from torchgraphrec.capture.tables import ModuleTable
@@ -14,14 +17,20 @@ from torchgraphrec.probes.store import Observation, Store
 
 __all__ = ["ProbeEngine"]
 
+#: -1 outside a backward pass; calls made during one (checkpoint recomputation) are skipped.
+_graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
+
 
 class ProbeEngine:
     """Applies probes to the calls of the modules they select.
 
-    Call indices count a module's calls within one step (``Recorder.step()`` resets them),
-    so records are keyed by ``(module, call_index)``, never by position. Every hook it adds is
-    removed by :meth:`detach`; a failure inside a statistic is kept and re-raised by the
-    recorder, never thrown into the user's forward or backward.
+    Its own per-module hooks see a call's keyword arguments before it runs. Statistics are
+    computed with torch functions disabled, so that no function mode (the recorder's op
+    mode, a user's) takes them for the model's ops; an ``edit`` of an output runs as model
+    code. Call indices count a module's calls within one step (``Recorder.step()`` resets
+    them), so records are keyed by ``(module, call_index)``, never by position. Every hook
+    it adds is removed by :meth:`detach`; a failure inside a statistic is kept and
+    re-raised by the recorder, never thrown into the user's forward or backward.
     """
 
     def __init__(self, table: ModuleTable, probes: Sequence[Probe], store: Store) -> None:
@@ -40,10 +49,40 @@ class ProbeEngine:
         self._handles: list[Any] = []
         self._tensor_handles: list[Any] = []  # this step's gradient hooks
         self._previous: dict[tuple[str, str], torch.Tensor] = {}
+        self._lazy: set[int] = set()  # modules whose parameters are hooked once materialized
+        self._thread = -1
+        self._quiet = torch._C.DisableTorchFunction()
+
+    def attach(self) -> None:
+        """Hook the selected modules (on the calling thread) and their parameters."""
+        self._thread = threading.get_ident()
+        for module_index in self.by_module:
+            module = self.table.modules[module_index]
+            self._handles.append(module.register_forward_pre_hook(
+                functools.partial(self._pre_hook, module_index), with_kwargs=True))
+            self._handles.append(module.register_forward_hook(
+                functools.partial(self._post_hook, module_index), with_kwargs=True,
+                always_call=True))
         self._attach_param_hooks()
 
-    def watches(self, module_index: int) -> bool:
-        return module_index in self.by_module
+    def _active(self) -> bool:
+        return self._thread == threading.get_ident() and _graph_task_id() < 0
+
+    def _pre_hook(self, module_index: int, module: nn.Module, args: tuple,
+                  kwargs: dict) -> None:
+        if self._active():
+            with self._quiet:
+                self.on_enter(module_index, args, kwargs)
+
+    def _post_hook(self, module_index: int, module: nn.Module, args: tuple, *rest: Any) -> Any:
+        if not self._active():
+            return None
+        if len(rest) == 1:  # torch passes no kwargs exactly when the forward raised
+            self.on_raise(module_index)
+            return None
+        with self._quiet:
+            self.on_leave(module_index, rest[1])
+        return self._edit(module_index, rest[1])
 
     def _context(self, module_index: int, call_index: int) -> Context:
         return Context(self.step, self.epoch, self.table.qualnames[module_index], call_index,
@@ -57,25 +96,32 @@ class ProbeEngine:
         context = self._context(module_index, call_index)
         return [p for p in self.by_module[module_index] if p.site == site and p.wants(context)]
 
-    def on_enter(self, module_index: int, args: tuple) -> None:
+    def on_enter(self, module_index: int, args: tuple, kwargs: dict) -> None:
+        """Record a call's inputs, positional and keyword, as the call receives them."""
         call_index = self._counts.get(module_index, 0)
         self._counts[module_index] = call_index + 1
         self._open.append(call_index)
-        self._record(module_index, call_index, "input", tensors_with_paths(args, "args"))
-        self._hook_grads(module_index, call_index, "grad_input", tensors_with_paths(args, "args"))
+        inputs = tensors_with_paths(args, "args") + tensors_with_paths(kwargs, "kwargs")
+        self._record(module_index, call_index, "input", inputs)
+        self._hook_grads(module_index, call_index, "grad_input", inputs)
 
-    def on_leave(self, module_index: int, kwargs: dict, output: Any) -> Any:
-        """Record the call's keyword inputs, output and parameters; return an edited output,
-        or ``None`` to keep it."""
-        call_index = self._open.pop()
-        keyword = tensors_with_paths(kwargs, "kwargs")
-        self._record(module_index, call_index, "input", keyword)
-        self._hook_grads(module_index, call_index, "grad_input", keyword)
+    def on_leave(self, module_index: int, output: Any) -> None:
+        """Record the call's output and parameters."""
+        call_index = self._open[-1]
         outputs = tensors_with_paths(output)
         self._record(module_index, call_index, "output", outputs)
         self._hook_grads(module_index, call_index, "grad_output", outputs)
-        own = list(self.table.modules[module_index].named_parameters(recurse=False))
+        module = self.table.modules[module_index]
+        if module_index in self._lazy:
+            self._hook_params(module_index, module)
+        own = [(name, param) for name, param in module.named_parameters(recurse=False)
+               if not is_lazy(param)]
         self._record(module_index, call_index, "param", own)
+
+    def _edit(self, module_index: int, output: Any) -> Any:
+        """Apply the output probes' edits (as model code: the recorder sees their ops);
+        ``None`` keeps the output."""
+        call_index = self._open.pop()
         edited = None
         for probe in self._probes(module_index, call_index, "output"):
             if probe.edit is not None:
@@ -114,15 +160,25 @@ class ProbeEngine:
         return hook
 
     def _attach_param_hooks(self) -> None:
-        for module_index, probes in self.by_module.items():
-            module = self.table.modules[module_index]
-            if any(p.site == "param_grad" for p in probes):
-                for name, param in module.named_parameters(recurse=False):
-                    if param.requires_grad:
-                        self._handles.append(param.register_post_accumulate_grad_hook(
-                            self._param_grad_hook(module_index, name)))
-            if any(p.site == "param_update" for p in probes):
-                self._snapshot(module_index, module)
+        for module_index in self.by_module:
+            self._hook_params(module_index, self.table.modules[module_index])
+
+    def _hook_params(self, module_index: int, module: nn.Module) -> None:
+        """Hook the module's parameters; lazy ones (``LazyLinear``) once a forward has
+        materialized them."""
+        own = list(module.named_parameters(recurse=False))
+        if any(is_lazy(param) for _, param in own):
+            self._lazy.add(module_index)
+            return
+        self._lazy.discard(module_index)
+        probes = self.by_module[module_index]
+        if any(p.site == "param_grad" for p in probes):
+            for name, param in own:
+                if param.requires_grad:
+                    self._handles.append(param.register_post_accumulate_grad_hook(
+                        self._param_grad_hook(module_index, name)))
+        if any(p.site == "param_update" for p in probes):
+            self._snapshot(module_index, module)
 
     def _param_grad_hook(self, module_index: int, name: str) -> Any:
         def hook(param: torch.Tensor) -> None:
@@ -146,6 +202,8 @@ class ProbeEngine:
             qualname = self.table.qualnames[module_index]
             for probe in self._probes(module_index, 0, "param_update"):
                 for name, param in module.named_parameters(recurse=False):
+                    if (qualname, name) not in self._previous:
+                        continue  # lazy, and not materialized when the step began
                     update = param.detach() - self._previous[(qualname, name)]
                     self.store.add(probe, self._seen(module_index, 0, "param_update", name), update)
             if any(p.site == "param_update" for p in probes):

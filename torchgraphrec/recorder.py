@@ -1,4 +1,4 @@
-"""Recorder: the context manager that owns all capture state and every handle it adds."""
+"""Recorder: the context manager that composes capture and probes and owns every handle they add."""
 
 from __future__ import annotations
 
@@ -9,18 +9,13 @@ import networkx as nx
 import torch
 from torch import nn
 
-from torchgraphrec.capture.backward import BackwardClock
-from torchgraphrec.capture.build import build_graph
-from torchgraphrec.capture.events import Events
-from torchgraphrec.capture.hooks import CallTracker
-from torchgraphrec.gcpause import gc_paused
-from torchgraphrec.capture.session import finish_session
-from torchgraphrec.capture.tables import ModuleTable
+from torchgraphrec.capture.capture import Capture, check_ops
 from torchgraphrec.errors import CaptureError
+from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.probes.annotate import annotate
 from torchgraphrec.probes.engine import ProbeEngine
-from torchgraphrec.probes.probe import Probe
 from torchgraphrec.probes.persist import save
+from torchgraphrec.probes.probe import Probe
 from torchgraphrec.probes.select import labels as select_labels
 from torchgraphrec.probes.store import Store, table_of
 from torchgraphrec.summary import summarize
@@ -50,12 +45,16 @@ class Recorder:
     """Record every forward call of ``model`` made inside a ``with`` block.
 
     Each call of a module becomes a ``layer`` node (a module's second call gets
-    ``call_index`` 1, and so on). With ``backward=True`` (the default) a backward pass run
+    ``call_index`` 1, and so on), and with ``ops="torch"`` every torch-level call the
+    forward makes an ``op`` node. With ``backward=True`` (the default) a backward pass run
     inside the block is timed too (``t_backward_start_ns`` / ``t_backward_end_ns`` on op and
     layer nodes). All hooks are removed on leaving the block, also when it raises.
 
     Args:
         model: the module to record.
+        ops: ``"torch"`` (every torch-level call: ``linear``, ``add``, ``getitem``...),
+            ``"autograd"`` (the nodes autograd recorded, by autograd's names: for autograd
+            debugging) or ``None`` (module calls and boundary tensors only, the cheapest).
         backward: also time backward passes run inside the block.
         probes: :func:`~torchgraphrec.probe` s recording what flows through; their records
             are read with ``rec[qualname, site]`` and :meth:`frame`.
@@ -69,14 +68,15 @@ class Recorder:
     >>> with Recorder(model) as rec:
     ...     loss = model(torch.randn(4, 3)).sum()
     ...     loss.backward()
-    >>> sorted(n for n, a in rec.graph.nodes(data=True) if a["kind"] == "layer")
-    ['layer:#0', 'layer:0#0', 'layer:1#0']
+    >>> sorted(n for n, a in rec.graph.nodes(data=True) if a["kind"] == "op")
+    ['op:linear#0', 'op:relu#1']
     """
 
-    def __init__(self, model: nn.Module, *, backward: bool = True,
+    def __init__(self, model: nn.Module, *, ops: Optional[str] = "torch", backward: bool = True,
                  probes: Sequence[Probe] = (), memory_limit: Optional[int] = None,
                  graph: str = "all") -> None:
         self.model = check_model(model)
+        self.ops = check_ops(ops)
         if graph not in ("all", "first"):
             raise ValueError(f"unknown graph: {graph!r} (must be one of ['all', 'first'])")
         self.graph_mode = graph
@@ -85,48 +85,46 @@ class Recorder:
         if not all(isinstance(p, Probe) for p in self.probes):
             raise TypeError(f"probes must be made with torchgraphrec.probe(), got {probes!r}")
         self.store = Store(memory_limit)
+        self._capture: Optional[Capture] = None
         self._engine: Optional[ProbeEngine] = None
-        self._table: ModuleTable | None = None
-        self._events = Events()
-        self._tracker: CallTracker | None = None
-        self._clock = BackwardClock()
-        self._recording: Recording | None = None
-        self._built_at = -1
+        self._recording: Optional[Recording] = None
+        self._built_at: Any = None
+        self._open = False
 
     def __enter__(self) -> "Recorder":
-        if self._tracker is not None:
+        if self._open:
             raise RuntimeError("this Recorder is already recording; make a new one to nest")
-        if self._events.calls or self.store.reducers:
+        if self._capture is not None:
             raise RuntimeError("this Recorder has recorded already (a Recorder records one "
                                "with-block); make a new Recorder to record again")
-        table = ModuleTable(self.model)
-        # selectors are resolved (and may refuse) before anything is set or attached
-        engine = ProbeEngine(table, self.probes, self.store) if self.probes else None
-        tracker = CallTracker(table, self._events, self._finish)
-        tracker.first_only = self.graph_mode == "first"
-        tracker.observer = engine
-        self._table, self._engine, self._tracker = table, engine, tracker
-        tracker.attach()
+        capture = Capture(self.model, ops=self.ops, backward=self.backward, first_only=self.graph_mode == "first")
+        # selectors are resolved (and may refuse) before anything is attached
+        engine = ProbeEngine(capture.table, self.probes, self.store) if self.probes else None
+        self._capture, self._engine, self._open = capture, engine, True
+        capture.start()
+        if engine is not None:
+            try:
+                engine.attach()
+            except BaseException:
+                self.__exit__(None, None, None)
+                raise
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        tracker = self._tracker
-        if tracker is None:
+        capture = self._capture
+        if capture is None or not self._open:
             return
-        tracker.detach()
-        try:  # a forward that failed never reached its session's end
-            tracker.describe_pending()
+        self._open = False
+        try:
+            capture.stop()
         except Exception as error:  # a recorder bug: reported below, never masking the user's
-            tracker.failure = tracker.failure or error
-        self._clock.detach()
-        if self._engine is not None:
-            self._engine.detach()
-        for record in self._events.tensors:
-            record.grad_fn = None
-        self._tracker = None
-        self._recording = None  # exiting may have named records no stamp counts
-        failure = tracker.failure or (self._engine.failure if self._engine else None)
+            capture.tracker.failure = capture.tracker.failure or error
+        finally:
+            if self._engine is not None:
+                self._engine.detach()
+        self._recording = None
+        failure = capture.failure or (self._engine.failure if self._engine else None)
         if isinstance(failure, CaptureError) and exc is None:
             raise failure
         if failure is not None and exc is None:
@@ -173,29 +171,30 @@ class Recorder:
                     f"{p.site}: {', '.join(k.name for k in p.keepers)}" for p in probes]
         return summarize(self.graph, named, recording)
 
-    def _finish(self, tracker: CallTracker) -> None:
-        first_op = len(self._events.ops)
-        nodes = finish_session(tracker)
-        if self.backward:
-            self._clock.attach(nodes, self._events.ops[first_op:])
-
     @property
     def recording(self) -> "Recording":
         """What has been recorded so far, as a :class:`~torchgraphrec.Recording`."""
-        stamp = self._events.seq + self._clock.count + len(self.store.rows)
+        stamp = self._stamp()
         if self._recording is None or self._built_at != stamp:
             self._recording = self._build(share=False)
             self._built_at = stamp
         return self._recording
+
+    def _stamp(self) -> tuple[int, ...]:
+        capture = self._capture
+        if capture is None:
+            return (0, 0, 0, len(self.store.rows))
+        clock = capture.clock.count if capture.clock is not None else 0
+        return (capture.events.seq, capture.forwards, clock, len(self.store.rows))
 
     def _build(self, *, share: bool) -> "Recording":
         """A new Recording of everything so far; with ``share`` its graph takes the
         records' own attribute dicts (only once nothing more will be recorded)."""
         from torchgraphrec.recording import Recording
 
+        capture = self._capture or Capture(self.model, ops=self.ops)
         with gc_paused():  # the collector's passes cost more than the build itself
-            graph = build_graph(self._events, self._table or ModuleTable(self.model), share=share)
-            self._clock.annotate(graph, self._events.t0)
+            graph = capture.graph(share=share)
             annotate(graph, self.store)
         return Recording(graph)
 

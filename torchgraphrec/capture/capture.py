@@ -1,0 +1,164 @@
+"""Capture: the hooks, the op mode and the records of one recording, started and stopped together."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, Callable
+
+import networkx as nx
+import torch
+from torch import nn
+
+from torchgraphrec.capture.autograd import MAX_CHAIN, walk
+from torchgraphrec.capture.backward import BackwardClock, owners
+from torchgraphrec.capture.build import build_graph
+from torchgraphrec.capture.calls import CallTracker
+from torchgraphrec.capture.events import Events
+from torchgraphrec.capture.naming import Namer
+from torchgraphrec.capture.ops import OpMode
+from torchgraphrec.capture.session import autograd_ops
+from torchgraphrec.capture.state import CaptureState
+from torchgraphrec.capture.tables import ModuleTable
+from torchgraphrec.gcpause import gc_paused
+from torchgraphrec.schema import OpsMode
+
+__all__ = ["Capture", "OPS"]
+
+#: The values ``ops=`` takes: every torch-level call, autograd's nodes, or no ops at all.
+OPS = (OpsMode.TORCH.value, OpsMode.AUTOGRAD.value, None)
+_autograd_number: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
+
+
+def check_ops(ops: Any) -> str:
+    """The graph's ``ops`` attribute for the ``ops=`` option, or a ``ValueError``.
+
+    >>> check_ops("torch"), check_ops(None)
+    ('torch', 'none')
+    >>> check_ops("aten")
+    Traceback (most recent call last):
+    ValueError: unknown ops: 'aten' (must be one of ['torch', 'autograd', None])
+    """
+    if ops == OpsMode.NONE.value:  # already checked
+        return ops
+    if ops not in OPS:
+        raise ValueError(f"unknown ops: {ops!r} (must be one of {list(OPS)})")
+    return OpsMode.NONE.value if ops is None else ops
+
+
+class Capture:
+    """Records the forwards of ``model`` between :meth:`start` and :meth:`stop`.
+
+    Each top-level call is one forward: the op mode is pushed when it starts and popped
+    when it ends, the collector is paused meanwhile, and its records are named when it
+    ends. With ``backward``, the autograd nodes each op made are hooked so that backward
+    passes are timed per op. ``first_only`` stops recording after the first forward.
+    """
+
+    def __init__(self, model: nn.Module, *, ops: str = "torch", backward: bool = False,
+                 first_only: bool = False) -> None:
+        self.ops = check_ops(ops)
+        self.table = ModuleTable(model)
+        self.events = Events()
+        self.state = CaptureState(self.table, self.events, autograd=self.ops == "autograd")
+        self.namer = Namer(self.table, self.events, self.state.nested)
+        self.mode = OpMode(self.state) if self.ops == "torch" else None
+        self.tracker = CallTracker(self.state, self._begin, self._end,
+                                   "constant" if self.mode else None)
+        self.tracker.call_edges = self.ops == "none"
+        self.tracker.keep_grad_fns = backward and self.ops == "torch"
+        self.clock = BackwardClock() if backward else None
+        self.first_only = first_only
+        self._gc: gc_paused | None = None
+        self._first_op = 0
+        self._number = 0
+        self.forwards = 0  # forwards finished (recorded or failed)
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The recorder's own failure, if one happened (the user's forward went on)."""
+        return self.tracker.failure
+
+    def start(self) -> None:
+        """Attach the hooks."""
+        self.events.t0 = time.perf_counter_ns()
+        self.tracker.attach()
+
+    def stop(self) -> None:
+        """Detach everything; name what an interrupted forward left (its calls stay open)."""
+        self.tracker.detach()
+        if self.state.stack:  # no hook ran at the end (a KeyboardInterrupt, say)
+            self.state.stack.clear()
+            self._finish()
+        if self.clock is not None:
+            self.clock.detach()
+
+    def _begin(self) -> None:
+        # The collector's passes over the many small records made during capture cost
+        # about half a forward on deep models; it is off for the forward only.
+        if self._gc is None:
+            self._gc = gc_paused()
+            self._gc.__enter__()
+        self._first_op = len(self.events.ops)
+        self._number = _autograd_number()
+        self.state.deepest, self.state.too_deep = 0, False
+        if self.mode is not None:
+            self.mode.push()
+
+    def _end(self) -> None:
+        self._finish()
+        if self.first_only:
+            self.tracker.done = True
+
+    def _finish(self) -> None:
+        try:
+            if self.mode is not None:
+                self.mode.pop()
+            if self.tracker.failure is None:
+                self.namer.name_pending()
+                self._follow_autograd()
+        finally:
+            self.forwards += 1
+            self.state.values.end_forward()
+            self.tracker.breaks = []
+            self.tracker.output_grad_fns = []
+            if self._gc is not None:
+                self._gc.__exit__()
+                self._gc = None
+
+    def _follow_autograd(self) -> None:
+        """The autograd view's ops, and the backward clock's hooks, while the forward's
+        autograd graph is alive."""
+        start = self.tracker.forward_start
+        if self.ops == "autograd":
+            pairs = autograd_ops(self.state, self.namer, self.tracker.breaks, start)
+        elif self.clock is not None and self.mode is not None:
+            pairs = self._op_nodes()
+        else:
+            pairs = []
+        if self.state.too_deep:
+            warnings.warn(
+                f"this forward chains more than {MAX_CHAIN:,} autograd nodes one after another: "
+                "the recording has every op, but no grad_fn names past that depth and no "
+                "backward times, since touching such a chain's nodes from Python makes "
+                "PyTorch crash when it frees them (pytorch/pytorch#109948)", stacklevel=2)
+            return
+        if self.clock is not None and pairs:
+            self.clock.attach(pairs)
+
+    def _op_nodes(self) -> list[tuple[Any, str]]:
+        """``(autograd node, op id)`` for the nodes the forward's ops made."""
+        ops = self.events.ops[self._first_op:]
+        roots, self.tracker.output_grad_fns = self.tracker.output_grad_fns, []
+        if not ops or self.state.too_deep:
+            return []
+        found = walk(roots, self._number, _autograd_number())
+        pairs = owners([op[11] for op in ops], found, self._first_op)
+        return [(node, self.namer.op_ids[index]) for node, index in pairs]
+
+    def graph(self, *, share: bool = False) -> nx.DiGraph:
+        """The recorded graph (a new one each time; ``share``: see :func:`build_graph`)."""
+        graph = build_graph(self.events, self.table, self.namer, self.ops, share=share)
+        if self.clock is not None:
+            self.clock.annotate(graph, self.events.t0)
+        return graph

@@ -1,0 +1,169 @@
+"""Op names as the model's code wrote them, and the short text of an op's non-tensor arguments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["op_name_of", "args_text", "MAX_ARGS_TEXT", "mutates_by_name", "strip_tensors",
+           "TENSOR"]
+
+MAX_ARGS_TEXT = 60
+
+#: Calls that only read metadata or turn a tensor into a Python value: never ops.
+_METADATA = frozenset({
+    "size", "dim", "ndimension", "stride", "numel", "nelement", "element_size",
+    "storage_offset", "is_floating_point", "is_complex", "is_signed", "is_contiguous",
+    "is_inference", "is_set_to", "is_shared", "is_pinned", "is_same_size", "has_names",
+    "data_ptr", "get_device", "untyped_storage", "storage", "_typed_storage", "item",
+    "tolist", "numpy", "type", "dim_order", "_is_view", "__len__", "__format__",
+    "__repr__", "__str__", "__bool__", "__int__", "__float__", "__index__", "__complex__",
+    "__hash__", "__reduce_ex__", "__array__", "__dlpack__", "__dlpack_device__",
+    "__contains__", "equal", "allclose", "is_nonzero", "register_hook",
+    "register_post_accumulate_grad_hook", "retain_grad", "backward",
+})
+
+#: Tensor properties that compute a new tensor (the rest, like ``.shape``, are metadata).
+_TENSOR_PROPERTIES = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
+
+#: In-place operator dunders, named as their in-place methods.
+_INPLACE_DUNDERS = {
+    "iadd": "add_", "isub": "sub_", "imul": "mul_", "itruediv": "div_", "idiv": "div_",
+    "ifloordiv": "floor_divide_", "imod": "remainder_", "ipow": "pow_", "imatmul": "matmul_",
+    "iand": "bitwise_and_", "ior": "bitwise_or_", "ixor": "bitwise_xor_",
+    "ilshift": "bitwise_left_shift_", "irshift": "bitwise_right_shift_",
+}
+_OPERATOR_DUNDERS = {"truediv": "div", "rtruediv": "div", "rdiv": "div", "invert": "bitwise_not"}
+_REFLECTED = frozenset({"radd", "rsub", "rmul", "rmatmul", "rfloordiv", "rmod", "rpow",
+                        "rand", "ror", "rxor", "rlshift", "rrshift"})
+
+
+def op_name_of(func: Any) -> str:
+    """What the model's code called, or ``""`` for a call that is not an op.
+
+    >>> op_name_of(torch.Tensor.add), op_name_of(torch.Tensor.__rsub__)
+    ('add', 'sub')
+    >>> op_name_of(torch.Tensor.__getitem__), op_name_of(torch.Tensor.__iadd__)
+    ('getitem', 'add_')
+    >>> op_name_of(torch.nn.functional.linear), op_name_of(torch.Tensor.size)
+    ('linear', '')
+    >>> op_name_of(torch.Tensor.T.__get__), op_name_of(torch.Tensor.shape.__get__)
+    ('T', '')
+    """
+    name = getattr(func, "__name__", None) or type(func).__name__
+    if name == "__get__":  # a property read: metadata, unless it computes a tensor
+        prop = getattr(getattr(func, "__self__", None), "__name__", "")
+        return prop if prop in _TENSOR_PROPERTIES else ""
+    if name in _METADATA:
+        return ""
+    if name.startswith("__") and name.endswith("__") and len(name) > 4:
+        stem = name[2:-2]
+        if stem in _INPLACE_DUNDERS:
+            return _INPLACE_DUNDERS[stem]
+        if stem in _OPERATOR_DUNDERS:
+            return _OPERATOR_DUNDERS[stem]
+        return stem[1:] if stem in _REFLECTED else stem
+    return name
+
+
+def mutates_by_name(name: str, args: tuple, kwargs: dict) -> Any:
+    """The tensor an op changes in place by its name alone (``add_``, ``setitem``, ``out=``,
+    ``inplace=True``), for inference tensors, which keep no version counter; else ``None``.
+
+    >>> x = torch.zeros(1)
+    >>> mutates_by_name("add_", (x, 1), {}) is x, mutates_by_name("add", (x, 1), {})
+    (True, None)
+    """
+    out = kwargs.get("out")
+    if isinstance(out, torch.Tensor):
+        return out
+    inplace = kwargs.get("inplace") is True or (name.endswith("_") and not name.startswith("_"))
+    if inplace or name == "setitem":
+        return args[0] if args and isinstance(args[0], torch.Tensor) else None
+    return None
+
+
+class _TensorMark:
+    """Stands for a tensor argument in the arguments an op record keeps."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "t"
+
+
+#: What :func:`strip_tensors` puts where a tensor was.
+TENSOR = _TensorMark()
+_Tensor = torch.Tensor
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, _Tensor):
+        return TENSOR
+    if type(value) in (list, tuple) and any(isinstance(item, _Tensor) for item in value):
+        return tuple(TENSOR if isinstance(item, _Tensor) else item for item in value)
+    return value
+
+
+def strip_tensors(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments with every tensor replaced by :data:`TENSOR`, so that an op record
+    keeps no activation alive.
+
+    >>> strip_tensors((torch.zeros(1), [torch.zeros(1), 2], 3), {"out": torch.zeros(1)})
+    ((t, (t, 2), 3), {'out': t})
+    """
+    plain = tuple([_strip(value) for value in args])
+    return plain, ({key: _strip(value) for key, value in kwargs.items()} if kwargs else kwargs)
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, (torch.Tensor, _TensorMark)):
+        return "t"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (torch.dtype, torch.device)):
+        return str(value).replace("torch.", "")
+    if isinstance(value, slice):
+        parts = ["" if part is None else _value_text(part)
+                 for part in (value.start, value.stop, value.step)]
+        return ":".join(parts[:2] if value.step is None else parts)
+    if value is Ellipsis:
+        return "..."
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(_value_text(item) for item in value)
+        return f"({inner},)" if isinstance(value, tuple) and len(value) == 1 else \
+            (f"({inner})" if isinstance(value, tuple) else f"[{inner}]")
+    if callable(value) and hasattr(value, "__name__"):
+        return value.__name__
+    return repr(value)
+
+
+def _is_tensor_only(value: Any) -> bool:
+    if isinstance(value, (torch.Tensor, _TensorMark)):
+        return True
+    return isinstance(value, (tuple, list)) and bool(value) and all(
+        isinstance(item, (torch.Tensor, _TensorMark)) for item in value)
+
+
+def args_text(name: str, args: tuple, kwargs: dict) -> str:
+    """The op's non-tensor arguments as the code gave them, at most :data:`MAX_ARGS_TEXT`
+    characters; an index for ``getitem``/``setitem`` as in the source.
+
+    >>> x = torch.zeros(2, 3)
+    >>> args_text("view", (x, 2, 8, -1), {}), args_text("softmax", (x,), {"dim": 1})
+    ('2, 8, -1', 'dim=1')
+    >>> args_text("getitem", (x, (slice(None), slice(None, 2))), {})
+    '[:, :2]'
+    >>> args_text("cat", ([x, x],), {"dim": 1})
+    'dim=1'
+    """
+    if name in ("getitem", "setitem") and len(args) >= 2:
+        index = args[1] if isinstance(args[1], tuple) else (args[1],)
+        text = "[" + ", ".join(_value_text(item) for item in index) + "]"
+    else:
+        parts = [_value_text(value) for value in args if not _is_tensor_only(value)]
+        parts += [f"{key}={_value_text(value)}" for key, value in kwargs.items()
+                  if not _is_tensor_only(value)]
+        text = ", ".join(parts)
+    return text if len(text) <= MAX_ARGS_TEXT else text[:MAX_ARGS_TEXT - 1] + "…"

@@ -1,0 +1,145 @@
+"""What the hooks and the op mode share while a forward runs: records, producers, open calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.nn.parameter import is_lazy
+
+from torchgraphrec.capture.events import Events, Ref
+from torchgraphrec.capture.tables import ModuleTable
+from torchgraphrec.capture.values import Entry, Values, version_of
+
+__all__ = ["CaptureState", "read_shape", "Uninitialized"]
+
+
+class Uninitialized(Exception):
+    """A lazy module's parameter was used before it was materialized (while the module
+    initializes itself): such calls are not recorded as ops."""
+
+
+def read_shape(tensor: torch.Tensor) -> Any:
+    """``tensor.shape``; for a nested tensor, a tuple of its regular leading dimensions
+    (which ``.shape`` refuses to give).
+
+    >>> read_shape(torch.zeros(2, 3))
+    torch.Size([2, 3])
+    >>> nested = torch.nested.nested_tensor([torch.zeros(2, 4), torch.zeros(3, 4)])
+    >>> read_shape(nested)
+    (2,)
+    """
+    try:
+        return tensor.shape
+    except RuntimeError:
+        regular = []
+        for dim in range(tensor.dim()):
+            try:
+                regular.append(int(tensor.size(dim)))
+            except RuntimeError:
+                break
+        return tuple(regular)
+
+
+class CaptureState:
+    """Records, the producers of live values and the stack of open calls, for one recorder.
+
+    Args:
+        table: the model's modules, parameters and buffers.
+        events: where records are appended.
+        autograd: keep each boundary tensor's ``grad_fn`` (the autograd view walks from them).
+    """
+
+    __slots__ = ("table", "events", "values", "stack", "autograd", "nested", "op_depths",
+                 "tensor_depths", "deepest", "too_deep")
+
+    def __init__(self, table: ModuleTable, events: Events, autograd: bool = False) -> None:
+        self.table = table
+        self.events = events
+        self.values = Values()
+        self.stack: list[int] = []
+        self.autograd = autograd
+        self.nested: set[int] = set()  # indices of tensor records of nested tensors
+        # the longest chain of autograd nodes ending in each op's (or tensor's) result, at
+        # most: past MAX_CHAIN, touching a node from Python makes PyTorch crash later
+        self.op_depths: list[int] = []
+        self.tensor_depths: dict[int, int] = {}
+        self.deepest = 0  # over the current forward
+        self.too_deep = False  # the current forward passed the limit: its nodes stay untouched
+
+    def tensor_node(self, tensor: torch.Tensor, version: int, number: int, call: int, t: int,
+                    role: str | None = None) -> int:
+        """A new tensor record for ``tensor`` as it is now; returns its index."""
+        events = self.events
+        index = len(events.tensors)
+        shape = read_shape(tensor)
+        if type(shape) is tuple:
+            self.nested.add(index)
+        grad_fn = tensor.grad_fn if self.autograd else None
+        events.seq += 1
+        events.tensors.append((number, max(version, 0), shape, tensor.dtype, tensor.device,
+                               tensor.requires_grad, call, events.seq, t, grad_fn,
+                               tensor.output_nr if grad_fn is not None else 0))
+        if role is not None:
+            events.roles[index] = role
+        return index
+
+    def unknown(self, tensor: torch.Tensor, version: int, call: int, t: int,
+                role: str | None) -> Ref:
+        """The producer of a value no op or boundary of this forward made: the model's own
+        parameter or buffer, an earlier forward's output, or a new tensor node with
+        ``role`` (``input``, ``constant``, or ``None`` for one a call produced)."""
+        node = self.table.tensor_ids.get(id(tensor))
+        if node is not None:
+            if is_lazy(tensor):
+                raise Uninitialized(node)
+            params = self.events.params
+            if node not in params:  # described as the forward first used it
+                params[node] = (call, self.events.next_seq(), tensor.shape, tensor.dtype,
+                                tensor.requires_grad)
+            self.values.set(tensor, version, node, None)
+            return node
+        earlier = self.values.from_earlier(tensor)
+        if earlier is not None:
+            return ~earlier
+        number = self.values.new_number()
+        index = self.tensor_node(tensor, version, number, call, t, role)
+        self.values.set(tensor, version, ~index, number)
+        return ~index
+
+    def boundary(self, tensor: torch.Tensor, t: int, call: int, role: str | None) -> Ref:
+        """The node standing for ``tensor`` at a call boundary: an op's result becomes a
+        tensor node (with an edge from the op); a value nothing produced gets a node for
+        ``call`` with ``role`` (see :meth:`unknown`)."""
+        entry = self.values.lookup(tensor)
+        if entry is None:
+            return self.unknown(tensor, version_of(tensor), call, t, role)
+        ref = entry[2]
+        if type(ref) is int and ref >= 0:
+            return self._op_result(tensor, entry, ref, t)
+        return ref
+
+    def _op_result(self, tensor: torch.Tensor, entry: Entry, op: int, t: int) -> Ref:
+        number = self.values.number(tensor, entry)
+        index = self.tensor_node(tensor, entry[1], number, self.events.ops[op][1], t)
+        self.tensor_depths[index] = self.op_depths[op]
+        events = self.events
+        events.boundary_edges.append((op, ~index, events.next_seq(), t))
+        self.values.set(tensor, entry[1], ~index, number)
+        return ~index
+
+    def depth_of(self, ref: Ref) -> int:
+        """The longest autograd chain ending in what ``ref`` names (0 for params and inputs)."""
+        if type(ref) is str:
+            return 0
+        if ref >= 0:  # type: ignore[operator]
+            return self.op_depths[ref]  # type: ignore[index]
+        return self.tensor_depths.get(~ref, 0)  # type: ignore[operator]
+
+    def seq_of(self, ref: Ref) -> int:
+        """When the node ``ref`` names was observed (params: before everything)."""
+        if type(ref) is str:
+            return -1
+        if ref >= 0:  # type: ignore[operator]
+            return self.events.ops[ref][2]  # type: ignore[index]
+        return self.events.tensors[~ref][7]  # type: ignore[operator]

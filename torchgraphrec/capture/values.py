@@ -1,0 +1,115 @@
+"""Which node produced each tensor value a forward has seen, by the tensor's identity and version."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Optional
+
+import torch
+
+from torchgraphrec.capture.events import Ref
+
+__all__ = ["Values", "Entry", "version_of"]
+
+#: ``(weak reference, version, ref, number)``: ``ref`` produced the tensor at ``version``;
+#: ``number`` is the tensor number its node ids use (``None`` until it first crosses a call
+#: boundary).
+Entry = tuple[Any, int, Ref, Optional[int]]
+
+
+def version_of(tensor: torch.Tensor) -> int:
+    """The tensor's in-place version counter; -1 for inference tensors, which keep none.
+
+    >>> x = torch.zeros(2)
+    >>> version_of(x), version_of(x.add_(1))
+    (0, 1)
+    """
+    try:
+        return tensor._version
+    except RuntimeError:
+        return -1
+
+
+class Values:
+    """The producers of the tensor values of one forward.
+
+    Tensors are held by weak reference only: a dead tensor's ``id()`` may be reused, which
+    the reference tells apart, and no activation is kept alive. In-place changes made
+    through a view show up as a version the entry does not know; ``writers`` remember,
+    per base tensor, which op last changed it, since a base and its views share one
+    version counter.
+    """
+
+    __slots__ = ("current", "writers", "earlier", "numbers")
+
+    def __init__(self) -> None:
+        self.current: dict[int, Entry] = {}
+        self.writers: dict[int, tuple[Any, int, Ref]] = {}
+        self.earlier: dict[int, tuple[Any, int, int]] = {}  # root outputs of earlier forwards
+        self.numbers = 0
+
+    def lookup(self, tensor: torch.Tensor) -> Optional[Entry]:
+        """The entry for ``tensor`` as it is now, or ``None`` if its producer is unknown."""
+        entry = self.current.get(id(tensor))
+        if entry is None or entry[0]() is not tensor:
+            return None
+        version = version_of(tensor)
+        if version == entry[1]:
+            return entry
+        return self.written(tensor, version, entry)
+
+    def written(self, tensor: torch.Tensor, version: int, entry: Entry) -> Optional[Entry]:
+        """The entry for a version made by an in-place change through a view or a base."""
+        base = tensor._base if tensor._base is not None else tensor
+        writer = self.writers.get(id(base))
+        if writer is None or writer[0]() is not base or writer[1] != version:
+            return None  # changed where the recorder could not see (inside a hook, say)
+        return self.set(tensor, version, writer[2], entry[3])
+
+    def set(self, tensor: torch.Tensor, version: int, ref: Ref, number: Optional[int]) -> Entry:
+        """Record that ``ref`` produced ``tensor`` at ``version``."""
+        entry = self.current[id(tensor)] = (weakref.ref(tensor), version, ref, number)
+        return entry
+
+    def changed(self, tensor: torch.Tensor, version: int, ref: Ref) -> None:
+        """Record an in-place change of ``tensor`` by op ``ref``, seen through its version."""
+        entry = self.current.get(id(tensor))
+        if entry is not None and entry[0]() is not tensor:
+            entry = None
+        # an inference tensor keeps no version counter: its new value gets a new number
+        number = entry[3] if entry is not None and version >= 0 else None
+        self.set(tensor, version, ref, number)
+        base = tensor._base if tensor._base is not None else tensor
+        self.writers[id(base)] = (weakref.ref(base), version_of(base), ref)
+
+    def number(self, tensor: torch.Tensor, entry: Entry) -> int:
+        """The tensor number of ``entry``'s value, given one now if it had none."""
+        if entry[3] is not None:
+            return entry[3]
+        number = self.numbers
+        self.numbers += 1
+        self.current[id(tensor)] = (entry[0], entry[1], entry[2], number)
+        return number
+
+    def new_number(self) -> int:
+        """A tensor number for a value that has no entry."""
+        number = self.numbers
+        self.numbers += 1
+        return number
+
+    def remember(self, tensor: torch.Tensor, index: int) -> None:
+        """Remember a forward's output (tensor record ``index``), so that a later forward it
+        feeds links to it."""
+        self.earlier[id(tensor)] = (weakref.ref(tensor), version_of(tensor), index)
+
+    def from_earlier(self, tensor: torch.Tensor) -> Optional[int]:
+        """The tensor index of an earlier forward's output that ``tensor`` still is."""
+        found = self.earlier.get(id(tensor))
+        if found is None or found[0]() is not tensor or found[1] != version_of(tensor):
+            return None
+        return found[2]
+
+    def end_forward(self) -> None:
+        """Forget the forward's values (the earlier outputs stay)."""
+        self.current.clear()
+        self.writers.clear()
