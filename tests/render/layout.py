@@ -21,17 +21,18 @@ def cluster_parents(drawing: dict[str, Any]) -> dict[str, Optional[str]]:
     objects = {o["_gvid"]: o for o in drawing.get("objects", [])}
     parents: dict[str, Optional[str]] = {}
     for obj in objects.values():
-        if "subgraphs" in obj or obj.get("name", "").startswith("cluster_"):
+        if obj.get("name", "").startswith("cluster_"):  # not rank=same subgraphs
             parents.setdefault(obj["id"], None)
             for child in obj.get("subgraphs", []):
-                parents[objects[child]["id"]] = obj["id"]
+                if objects[child]["name"].startswith("cluster_"):
+                    parents[objects[child]["id"]] = obj["id"]
     return parents
 
 
 def drawn_nodes(drawing: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The drawn nodes (not clusters, not invisible spacers) by their ``id``."""
     return {o["id"]: o for o in drawing.get("objects", [])
-            if not o["name"].startswith("cluster_") and o.get("style") != "invis"}
+            if "nodes" not in o and "subgraphs" not in o and o.get("style") != "invis"}
 
 
 def cluster_depth(parents: dict[str, Optional[str]], cluster: str) -> int:

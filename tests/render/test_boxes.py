@@ -64,8 +64,8 @@ def test_the_same_type_at_every_level_is_drawn_the_same_way() -> None:
 
 def test_ops_between_modules_are_drawn(resnet: tgr.Recording) -> None:
     nodes = drawn_nodes(layout(resnet.to_dot()))
-    ops = {n["label"] for n in nodes.values() if n["class"] == "tgr-op"}
-    assert {"add", "view"} <= ops  # the residual add in the block, the flatten in forward
+    ops = {n["label"].split("\\n")[0] for n in nodes.values() if n["class"] == "tgr-op"}
+    assert ops == {"add", "flatten"}  # the residual add in the block, the flatten in forward
 
 
 def test_expand_leaves_opens_the_boxes_into_their_ops(resnet: tgr.Recording) -> None:
@@ -81,7 +81,8 @@ def test_pass_through_calls_stay_on_the_path(depth) -> None:
     drawing = layout(recording.to_dot(depth=depth))
     graph = flow(drawing)
     if depth == 0:
-        assert list(nx.topological_sort(graph)) == ["n-tensor:0@v0", "n-layer:#0", "n-tensor:2@v0"]
+        order = list(nx.topological_sort(graph))
+        assert len(order) == 3 and order[:2] == ["n-tensor:0@v0", "n-layer:#0"]
         return
     path = ["n-tensor:0@v0", "n-layer:0#0", "n-layer:1#0", "n-layer:2#0", "n-layer:3#0"]
     assert list(nx.topological_sort(graph))[:5] == path

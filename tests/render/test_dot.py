@@ -136,7 +136,7 @@ def test_resnet50_bottlenecks_fold_stage_by_stage() -> None:
 def test_linear_relu_pairs_fold_as_one_block(recordings: dict) -> None:
     dot = recordings["mlp_deep_200"].to_dot()
     drawing = layout(dot)
-    groups = [o for o in drawing["objects"] if o.get("class") == "tgr-repeat"]
+    groups = [o for o in clusters(drawing).values() if o.get("class") == "tgr-repeat"]
     assert [g["label"] for g in groups] == ["× 200"]
     assert len(drawing["objects"]) < 30
 

@@ -59,8 +59,8 @@ def _curve(edge: dict[str, Any]) -> Iterator[tuple[float, float]]:
                    sum(w * p[1] for w, p in zip(weights, (p0, p1, p2, p3))))
 
 
-@pytest.mark.parametrize("options", [{}, {"expand_leaves": True}, {"depth": 1}],
-                         ids=["defaults", "expanded", "depth 1"])
+@pytest.mark.parametrize("options", [{}, {"depth": 1}, {"depth": 2, "rankdir": "BT"}],
+                         ids=["defaults", "depth 1", "bottom to top"])
 def test_edges_clear_cluster_titles(resnet: tgr.Recording, options: dict) -> None:
     import html
     import re
