@@ -113,6 +113,8 @@ class _DotWriter:
         self.inside = self.view.inside()
         self._nest(bodies)
         root.body += [self._edge_line(source, target) for source, target in self.view.edges]
+        root.body += [f"\t{self.names[a]} -> {self.names[b]} [style=invis]\n"
+                      for a, b in self.view.order]
         return root
 
     def _value_range(self) -> tuple[float, float] | None:

@@ -7,8 +7,8 @@ from typing import Callable, Optional
 
 __all__ = ["settings_text", "split_items", "MAX_CHARS"]
 
-#: A settings line longer than this is cut, ending in ``…``.
-MAX_CHARS = 36
+#: A settings line longer than this is cut after its last whole item, ending in ``…``.
+MAX_CHARS = 40
 
 #: Values that say nothing a reader of the architecture needs: the usual defaults.
 _DROPPED = {
@@ -122,4 +122,7 @@ def settings_text(layer_type: str, settings: str, limit: int = MAX_CHARS) -> str
             and len(_numbers(parts[0]) or ()) == 1 and len(_numbers(parts[1]) or ()) == 1:
         parts[:2] = [f"{parts[0]}→{parts[1]}"]
     text = ", ".join(parts)
-    return text if len(text) <= limit else text[:limit - 1].rstrip(", ") + "…"
+    while len(text) > limit and len(parts) > 1:
+        parts.pop()
+        text = ", ".join(parts) + ", …"
+    return text if len(text) <= limit else text[:limit - 1] + "…"

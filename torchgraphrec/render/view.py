@@ -27,7 +27,9 @@ class View:
     nested clusters; ``parent`` maps both to their enclosing cluster (``None`` at the top),
     where a cluster may also be a ``group`` (a block of several repeated calls). A folded
     call is drawn once with ``repeats`` (how many) and ``last`` (the last call it stands
-    for). An edge may end at a cluster (where no node inside carries it).
+    for). An edge may end at a cluster (where no node inside carries it). ``order`` pairs
+    are no data flow: they keep a tensor that a call's own code computed (recorded without
+    ops, so with no producer) below what ran before it.
     """
 
     source: nx.DiGraph
@@ -40,6 +42,7 @@ class View:
     last: dict[str, str] = field(default_factory=dict)
     groups: dict[str, int] = field(default_factory=dict)
     edges: list[tuple[str, str]] = field(default_factory=list)
+    order: list[tuple[str, str]] = field(default_factory=list)
 
     def kind(self, node: str) -> str:
         """``box``, ``tensor``, ``param`` or ``op`` for a drawn node."""
@@ -110,12 +113,15 @@ class _ViewBuilder:
             self.kind[c] == "layer" or (self.kind[c] == "op" and options.expand_leaves)
             for c in self.children.get(n, ()))}
         self.folder = Folder(source, folded, self.order, self.children, self.kind, self.boxes)
+        self.unproduced = _unproduced(folded, self.boxes) if folded.graph.get("ops") == "none" \
+            else set()
 
     def build(self) -> View:
         if self.options.fold_repeats:
             self.folder.fold(self.view)
         self._place()
         self._lift_edges()
+        self._keep_order()
         return self.view
 
     def _visible(self, node: str) -> Optional[str]:
@@ -129,6 +135,8 @@ class _ViewBuilder:
             return node  # the model's inputs and outputs are always drawn, named
         if attrs["parent"] in self.boxes:
             return attrs["parent"]
+        if node in self.unproduced:
+            return node  # computed by its call's own code: drawn, it shows where
         shown = {"layer": True, "tensor": self.options.include_tensors,
                  "param": self.options.include_params, "op": self.options.include_ops}
         return node if shown[kind] else None
@@ -150,6 +158,17 @@ class _ViewBuilder:
             first_call = group.removeprefix("group:")
             view.parent[group] = self.graph.nodes[first_call]["parent"]
 
+    def _keep_order(self) -> None:
+        """Keep each unproduced tensor below the drawn node that ran last before it."""
+        inside = self.view.inside()
+        for node in self.unproduced & set(self.view.nodes):
+            seq = self.graph.nodes[node]["seq"]
+            members = inside.get(self.view.parent.get(node), set(self.view.nodes))
+            before = [n for n in members if self.graph.nodes[n]["seq"] < seq and n != node]
+            if before:
+                last = max(before, key=lambda n: self.graph.nodes[n]["seq"])
+                self.view.order.append((last, node))
+
     def _recorded_edges(self) -> list[tuple[str, str]]:
         found = []
         for source, target, _ in sorted(self.graph.edges(data="seq"), key=lambda e: e[2]):
@@ -165,3 +184,13 @@ class _ViewBuilder:
                                  self.view.nodes + self.view.clusters)
         edge_rules.settle_cluster_ends(lifted, self.view.inside())
         self.view.edges = list(lifted.edges)
+
+
+def _unproduced(graph: nx.DiGraph, boxes: set[str]) -> set[str]:
+    """Tensors that a drawn cluster's own code computed, recorded without ops: no edge says
+    where from (``ops="none"`` records calls and their boundary tensors only, and marks
+    such a tensor ``constant``: it cannot tell it from one the code did not compute)."""
+    return {node for node, attrs in graph.nodes(data=True)
+            if attrs["kind"] == "tensor" and attrs["role"] != "input"
+            and attrs["parent"] is not None and attrs["parent"] not in boxes
+            and not graph.in_degree(node)}
