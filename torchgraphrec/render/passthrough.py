@@ -22,6 +22,7 @@ def pass_through_calls(graph: nx.DiGraph) -> dict[str, list[str]]:
     the order they ran).
 
     >>> g = nx.DiGraph()
+    >>> g.add_node("t", kind="tensor", parent=None)
     >>> g.add_node("layer:id#0", kind="layer", parent=None, inputs=("t",), outputs=("t",),
     ...            t_start_ns=0, t_end_ns=1)
     >>> pass_through_calls(g)
@@ -70,8 +71,7 @@ def _wire(graph: nx.DiGraph, tensor: str, calls: list[str]) -> None:
         holder = call
     for target, attrs in uses:
         later = [call for call, end in zip(calls, ends) if end <= attrs["t_ns"]]
-        inside = later and later[-1] in set(_ancestors(graph, target))
-        if later and not inside:
+        if later:
             graph.remove_edge(tensor, target)
             _edge(graph, later[-1], target, attrs)
 
