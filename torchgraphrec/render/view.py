@@ -61,7 +61,12 @@ class View:
 
 
 def build_view(graph: nx.DiGraph, options: RenderOptions) -> View:
-    """The :class:`View` of ``graph`` under ``options``."""
+    """The :class:`View` of ``graph`` under ``options``.
+
+    ``depth="auto"`` picks the deepest level whose drawing has at most :data:`AUTO_NODES`
+    nodes and draws every module type one way (a type is not both opened as a cluster and
+    cut into a box), else the deepest level within the budget, at least 1.
+    """
     wired = wire_pass_through(graph)
     if options.depth != AUTO:
         return _build(wired, options)
@@ -69,13 +74,24 @@ def build_view(graph: nx.DiGraph, options: RenderOptions) -> View:
                   default=0)
     if options.expand_leaves or deepest <= 1:
         return _build(wired, replace(options, depth=None))
-    chosen = _build(wired, replace(options, depth=1))
+    fitting = [_build(wired, replace(options, depth=1))]
     for depth in range(2, deepest + 1):
         view = _build(wired, replace(options, depth=None if depth == deepest else depth))
         if len(view.nodes) > AUTO_NODES:
             break
-        chosen = view
-    return chosen
+        fitting.append(view)
+    uniform = [view for view in fitting if _uniform(view)]
+    return (uniform or fitting)[-1]
+
+
+def _uniform(view: View) -> bool:
+    """Whether no module type is drawn both as a cluster and as a box the cut closed."""
+    source = view.source
+    enclosing = {a["parent"] for _, a in source.nodes(data=True) if a["kind"] == "layer"}
+    opened = {view.folded.nodes[c]["type"] for c in view.clusters}
+    closed = {view.folded.nodes[n]["type"] for n in view.nodes
+              if view.kind(n) == "box" and n in enclosing}
+    return not opened & closed
 
 
 def _build(graph: nx.DiGraph, options: RenderOptions) -> View:
@@ -176,6 +192,11 @@ class _ViewBuilder:
                 continue  # drawn once, by the run's first repeat
             if self.kind[source] == "param" and self._visible(source) != source:
                 continue  # a parameter counted in its box is not data flowing out of it
+            if self.graph.nodes[source].get("role") == "output":
+                # a model output the model also used: the use comes from where it was made,
+                # the output node stays the drawing's end
+                found += [(producer, target) for producer in self.graph.predecessors(source)]
+                continue
             found.append((source, target))
         return found
 
