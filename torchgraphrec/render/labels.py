@@ -101,8 +101,8 @@ def layer_title(attrs: Mapping[str, Any], parent_qualname: Optional[str] = None,
     ('h.0: Block', 'h.0–11: Block')
     """
     qualname = attrs["qualname"]
-    if not qualname:
-        return attrs["type"]
+    if not qualname:  # the root call: the model's type (a Recorder may call it again)
+        return f"{attrs['type']} #{attrs['call_index']}" if attrs["call_index"] else attrs["type"]
     name = qualname if parent_qualname is None else short_name(qualname, parent_qualname)
     if last is not None and last["qualname"] != qualname:
         end = last["qualname"] if parent_qualname is None else short_name(last["qualname"],

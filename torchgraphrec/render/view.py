@@ -95,8 +95,7 @@ def _uniform(view: View) -> bool:
 
 
 def _build(graph: nx.DiGraph, options: RenderOptions) -> View:
-    depth = options.depth
-    assert depth != AUTO
+    depth = options.depth  # a number or None: build_view resolved "auto"
     folded = graph if depth is None else _keep_model_outputs(graph, collapse(graph, depth))
     return _ViewBuilder(graph, folded, options).build()
 
