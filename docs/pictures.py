@@ -31,6 +31,7 @@ def main(folder: Path = STATIC) -> list[Path]:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(STATIC.parent.parent))  # this checkout's torchgraphrec
     for path in main():
         print(path)
     sys.exit(0)

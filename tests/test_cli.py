@@ -43,6 +43,23 @@ def test_render_a_factory_with_input_shapes(factory_file: Path, tmp_path: Path, 
     assert capsys.readouterr().out.strip() == str(out)
 
 
+def test_render_options_reach_the_drawing(factory_file: Path, tmp_path: Path) -> None:
+    def dot(*options: str) -> str:
+        out = tmp_path / "conv.dot"
+        assert main(["render", f"{factory_file}:model", "--input-shape", "1,3,8,8", "-o",
+                     str(out), *options]) == 0
+        return out.read_text()
+
+    plain = dot()
+    assert 'class="tgr-param"' not in plain and 'class="tgr-box"' in plain
+    assert "3→4, 3×3" in plain
+    detailed = dot("--depth", "all", "--expand-leaves", "--params", "--tensors", "--no-settings")
+    assert 'class="tgr-param"' in detailed and 'class="tgr-op"' in detailed
+    assert "3→4, 3×3" not in detailed
+    with pytest.raises(SystemExit):
+        main(["render", f"{factory_file}:model", "-o", str(tmp_path / "x.svg"), "--depth", "deep"])
+
+
 def test_render_a_factory_that_returns_inputs(factory_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "linear.json"
     assert main(["render", f"{factory_file}:model_and_inputs", "-o", str(out)]) == 0

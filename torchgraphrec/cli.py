@@ -18,18 +18,36 @@ from torchgraphrec.render.theme import THEMES
 __all__ = ["main"]
 
 
+def _depth(text: str) -> Any:
+    """``--depth``: a number, ``auto`` or ``all``."""
+    if text in ("auto", "all"):
+        return None if text == "all" else text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"depth must be a number, 'auto' or 'all', got {text!r}") \
+            from None
+
+
 def _add_render_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--depth", type=int, default=None,
-                        help="deepest level of module calls drawn (default: all)")
+    parser.add_argument("--depth", type=_depth, default="auto",
+                        help="deepest level of module calls drawn: a number, auto (the deepest "
+                             "readable one, the default) or all")
     parser.add_argument("--rankdir", choices=RANKDIRS, default="TB", help="direction of flow")
     parser.add_argument("--theme", choices=sorted(THEMES), default="default")
     parser.add_argument("--engine", default="auto",
                         help=f"layout engine: {', '.join(ENGINES)} or a path (default: auto)")
     parser.add_argument("--no-fold", dest="fold_repeats", action="store_false",
                         help="draw every repeated call instead of folding runs into one")
-    for kind in ("tensors", "params", "ops"):
-        parser.add_argument(f"--no-{kind}", dest=f"include_{kind}", action="store_false",
-                            help=f"leave {kind} out of the drawing")
+    parser.add_argument("--expand-leaves", action="store_true",
+                        help="open modules without children, drawing their ops")
+    parser.add_argument("--no-settings", dest="show_settings", action="store_false",
+                        help="leave the modules' settings (kernel, stride, p...) out of the boxes")
+    for kind in ("tensors", "params"):
+        parser.add_argument(f"--{kind}", dest=f"include_{kind}", action="store_true",
+                            help=f"draw the {kind} too")
+    parser.add_argument("--no-ops", dest="include_ops", action="store_false",
+                        help="leave out the ops that code runs between modules")
 
 
 def _add_input_options(parser: argparse.ArgumentParser) -> None:
@@ -80,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _render_options(options: argparse.Namespace) -> dict[str, Any]:
     names = ("depth", "rankdir", "theme", "engine", "fold_repeats", "include_tensors",
-             "include_params", "include_ops")
+             "include_params", "include_ops", "expand_leaves", "show_settings")
     return {name: getattr(options, name) for name in names}
 
 

@@ -53,7 +53,7 @@ def test_unknown_suffix_lists_the_known_ones(recording, tmp_path) -> None:
 
 
 @pytest.mark.parametrize("options, error, match", [
-    ({"depth": -1}, ValueError, "depth must be None or a whole number >= 0, got -1"),
+    ({"depth": -1}, ValueError, "depth must be 'auto', None or a whole number >= 0, got -1"),
     ({"rankdir": "up"}, ValueError, r"unknown rankdir: 'up' \(must be one of"),
     ({"theme": "neon"}, ValueError, r"unknown theme: 'neon' \(must be one of \['default', 'paper'\]"),
     ({"include_ops": "no"}, TypeError, "include_ops must be True or False, got 'no'"),

@@ -11,6 +11,9 @@ from graphviz.quoting import attr_list, quote
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.render import labels
 from torchgraphrec.render.options import RenderOptions
+from torchgraphrec.render.metrics import needs_width, text_width
+from torchgraphrec.render.spine import beside, entries, spine
+from torchgraphrec.render.texts import cluster_text, node_text
 from torchgraphrec.render.theme import SCALE, is_logarithmic, scale_color
 from torchgraphrec.render.view import View, build_view
 
@@ -57,6 +60,10 @@ def to_pydot(graph: nx.DiGraph, **options: Any) -> Any:
     return dot
 
 
+#: Points kept free between a cluster's title and the middle of its entry node.
+_TITLE_GAP = 12.0
+
+
 def _attrs(values: Mapping[str, Any]) -> str:
     """`` [a=1 b="x y"]`` with every key and value quoted by the graphviz package."""
     return attr_list(attributes=values)
@@ -72,6 +79,17 @@ class _DotWriter:
         self.styles = {kind: _attrs(style)[2:-1] for kind, style in (
             ("box", theme.layer), ("param", theme.param), ("op", theme.op),
             ("tensor", theme.tensor), ("model_tensor", theme.model_tensor))}
+        self.fonts = {kind: (style.get("fontname", theme.node["fontname"]),
+                             float(style.get("fontsize", theme.node["fontsize"])))
+                      for kind, style in (("box", theme.layer), ("param", theme.param),
+                                          ("op", theme.op), ("tensor", theme.tensor),
+                                          ("model_tensor", theme.model_tensor))}
+        clusters = list(self.view.groups) + self.view.clusters
+        self.cluster_names = {cluster: f"cluster_{index}" for index, cluster in enumerate(clusters)}
+        self.spine = spine(view)
+        self.on_spine = set(self.spine)
+        self.margin = float(theme.node.get("margin", "0.11").split(",")[0])  # inches, each side
+        self.widths: dict[str, float] = {}  # points, as each node's label needs
 
     def write(self) -> graphviz.Digraph:
         theme = self.theme
@@ -83,13 +101,20 @@ class _DotWriter:
         if self.scale is not None:
             root.body.append(self._legend_line(*self.scale))
         bodies: dict[str | None, list[str]] = {None: root.body}
-        for cluster in list(self.view.groups) + self.view.clusters:
+        for cluster in self.cluster_names:
             bodies[cluster] = []
         for node in self.view.nodes:
             bodies[self.view.parent.get(node)].append(self._node_line(node))
+        for cluster, lines in self._spacers().items():
+            bodies[cluster] += lines
+        for cluster, pairs in beside(self.view).items():
+            bodies[cluster] += [f"\t{{rank=same; {self.names[p]}; {self.names[o]}}}\n"
+                                for p, o in pairs]
+        self.inside = self.view.inside()
         self._nest(bodies)
-        root.body += [self._edge_line(source, target, count)
-                      for (source, target), count in self.view.edges.items()]
+        root.body += [self._edge_line(source, target) for source, target in self.view.edges]
+        root.body += [f"\t{self.names[a]} -> {self.names[b]} [style=invis]\n"
+                      for a, b in self.view.order]
         return root
 
     def _value_range(self) -> tuple[float, float] | None:
@@ -120,11 +145,10 @@ class _DotWriter:
 
     def _nest(self, bodies: dict[str | None, list[str]]) -> None:
         """Close each cluster into its parent's body, innermost first, indenting as it goes."""
-        clusters = list(self.view.groups) + self.view.clusters
-        number = {cluster: index for index, cluster in enumerate(clusters)}
-        depth = {cluster: self._depth(cluster) for cluster in clusters}
-        for cluster in sorted(clusters, key=lambda c: (-depth[c], self._position(c))):
-            header = f"\tsubgraph cluster_{number[cluster]} {{\n\t\tgraph{self._cluster_attrs(cluster)}\n"
+        depth = {cluster: self._depth(cluster) for cluster in self.cluster_names}
+        for cluster in sorted(self.cluster_names, key=lambda c: (-depth[c], self._position(c))):
+            header = (f"\tsubgraph {self.cluster_names[cluster]} {{\n"
+                      f"\t\tgraph{self._cluster_attrs(cluster)}\n")
             inner = [f"\t{line}" for line in bodies[cluster]]
             bodies[self.view.parent.get(cluster)].extend([header, *inner, "\t}\n"])
 
@@ -138,19 +162,43 @@ class _DotWriter:
         return self.view.folded.nodes[cluster.removeprefix("group:")]["seq"]
 
     def _cluster_attrs(self, cluster: str) -> str:
+        title, tooltip = cluster_text(self.view, cluster)
         if cluster in self.view.groups:
-            return _attrs({**self.theme.repeat_cluster, "label": f"× {self.view.groups[cluster]}",
+            return _attrs({**self.theme.repeat_cluster, "label": title,
                            "id": labels.xml_id("g", cluster), "class": "tgr-repeat"})
         attrs = self.view.folded.nodes[cluster]
-        title = labels.layer_title(attrs)
-        repeats = self.view.repeats.get(cluster, 1)
         value = attrs.get(self.options.color_by) if self.scale else None
         outline = {"color": scale_color(value, *self.scale)[0], "penwidth": "3"} \
             if isinstance(value, float) else {}
-        return _attrs({**self.theme.cluster, **outline,
-                       "label": labels.join(f"{title}  × {repeats}" if repeats > 1 else title),
+        return _attrs({**self.theme.cluster, **outline, "label": labels.join(title),
+                       "tooltip": labels.join(tooltip or title),
                        "id": labels.xml_id("c", cluster),
                        "class": f"tgr-cluster tgr-{labels.css_class(attrs['type'])}"})
+
+    def _spacers(self) -> dict[str | None, list[str]]:
+        """Invisible spacers left of each cluster's entry node (top to bottom only): the
+        flow comes in at the middle of that node, so a title written on the left must end
+        before it; a spacer widens the cluster to the left, and the boxes keep their size."""
+        if self.options.rankdir not in ("TB", "BT"):
+            return {}
+        font = self.theme.graph.get("fontname", "Helvetica")
+        needed: dict[str, float] = {}
+        for cluster, node in entries(self.view, self.spine).items():
+            title = cluster_text(self.view, cluster)[0]
+            size = float((self.theme.repeat_cluster if cluster in self.view.groups
+                          else self.theme.cluster).get("fontsize", "11"))
+            needed[node] = max(needed.get(node, 0.0), text_width(title, font, size) + _TITLE_GAP)
+        lines: dict[str | None, list[str]] = {}
+        for index, (node, width) in enumerate(sorted(needed.items(), key=lambda i: self.names[i[0]])):
+            gap = width - self.widths[node] / 2
+            if gap <= 0:
+                continue
+            name = f"s{index}"
+            lines.setdefault(self.view.parent.get(node), []).append(
+                f'\t{name} [label="" class="tgr-spacer" id="s-{index}" style=invis '
+                f'fixedsize=true height=0.01 width={gap / 72:.2f}]\n'
+                f"\t{{rank=same; {name} -> {self.names[node]} [style=invis]}}\n")
+        return lines
 
     def _node_line(self, node: str) -> str:
         name = self.names[node] = f"n{len(self.names)}"
@@ -158,25 +206,32 @@ class _DotWriter:
         kind = self.view.kind(node)
         style = "model_tensor" if kind == "tensor" and attrs.get("role") in (
             "input", "output") else kind
+        lines, tooltip = node_text(self.view, node, self.options)
+        extra = {"tooltip": labels.join(*tooltip.split("\n"))}
+        font, size = self.fonts[style]
+        self.widths[node] = max(text_width(line, font, size) for line in lines) + 144 * self.margin
+        if any(needs_width(line) for line in lines):
+            extra["width"] = f"{self.widths[node] / 72:.2f}"
+        if node in self.on_spine:
+            extra["group"] = "spine"
         # ids from labels.xml_id hold no quote or backslash, so they are quoted as they are
-        return (f"\t{name} [label={quote(self._label(node, attrs, kind))} "
+        return (f"\t{name} [label={quote(labels.join(*lines))} "
                 f"class=\"tgr-{kind}\" id=\"{labels.xml_id('n', node)}\" {self.styles[style]}"
-                f"{self._colored(node)}]\n")
+                f" {_attrs(extra)[2:-1]}{self._colored(node)}]\n")
 
-    def _label(self, node: str, attrs: dict, kind: str) -> Any:
-        show = self.options.show_shapes
-        if kind == "box":
-            return labels.box_label(attrs, self.view.source, show, self.view.repeats.get(node, 1))
-        if kind == "tensor":
-            return labels.tensor_label(attrs, show)
-        if kind == "param":
-            return labels.param_label(attrs, show)
-        return labels.op_label(attrs)
+    def _end(self, node: str, last: bool) -> tuple[str, str]:
+        """The DOT node an edge ends at, and for a cluster the attribute naming it."""
+        if node not in self.cluster_names:
+            return self.names[node], ""
+        members = sorted(self.inside[node], key=lambda n: self.view.folded.nodes[n]["seq"])
+        anchor = members[-1] if last else members[0]
+        return self.names[anchor], f' {"ltail" if last else "lhead"}={self.cluster_names[node]}'
 
-    def _edge_line(self, source: str, target: str, count: int) -> str:
+    def _edge_line(self, source: str, target: str) -> str:
         kind = "param" if self.view.kind(source) == "param" else "flow"
         edge_id = f"{labels.xml_id('e', source)}-{labels.xml_id('', target)}"
         extra = " style=dashed arrowhead=none" if kind == "param" else ""
-        label = f" label={quote(f'×{count}')}" if count > 1 else ""
-        return (f"\t{self.names[source]} -> {self.names[target]} [class=\"tgr-{kind}\" "
-                f"id=\"{edge_id}\"{extra}{label}]\n")
+        tail, tail_attr = self._end(source, last=True)
+        head, head_attr = self._end(target, last=False)
+        return (f"\t{tail} -> {head} [class=\"tgr-{kind}\" id=\"{edge_id}\"{extra}"
+                f"{tail_attr}{head_attr}]\n")

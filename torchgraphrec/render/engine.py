@@ -7,14 +7,15 @@ import importlib.metadata
 import os
 import shutil
 import subprocess
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from torchgraphrec.errors import TorchGraphRecError
 
-__all__ = ["Engine", "EngineError", "find_engines", "resolve_engine", "run_engine",
-           "PNG_MAX_INCHES"]
+__all__ = ["Engine", "EngineError", "EngineFailure", "EngineWarning", "find_engines",
+           "resolve_engine", "run_engine", "PNG_MAX_INCHES"]
 
 #: PNGs are scaled down to fit this many inches (at 96 dpi, 7680 px) on their longer side:
 #: graphviz-pure does not clamp, and a 2,000-node PNG once exhausted memory.
@@ -113,27 +114,70 @@ def resolve_engine(fmt: str, choice: str = "auto") -> Engine:
                       "(it depends on graphviz-pure) or install a system Graphviz")
 
 
+def _candidates(fmt: str, choice: str) -> list[Engine]:
+    """The chosen engine first, then every other engine found that writes ``fmt``."""
+    first = resolve_engine(fmt, choice)
+    return [first] + [e for e in find_engines() if e != first and fmt in e.formats]
+
+
 def run_engine(dot_source: str, fmt: str, choice: str = "auto", timeout: float = 600) -> bytes:
-    """Lay out ``dot_source`` and return the bytes of format ``fmt``."""
-    engine = resolve_engine(fmt, choice)
+    """Lay out ``dot_source`` and return the bytes of format ``fmt``.
+
+    Where the engine fails on the drawing, the next engine found that writes ``fmt`` is
+    tried, with a warning naming both; a time-out is final (the others are slower).
+
+    Raises:
+        EngineError: no engine writes ``fmt``; :class:`EngineFailure` where every one
+            that does failed (the message holds each one's error).
+    """
+    failures = []
+    for engine in _candidates(fmt, choice):
+        try:
+            data = _run(engine, dot_source, fmt, timeout)
+        except EngineFailure as exc:
+            failures.append((engine, str(exc)))
+            continue
+        if failures:
+            warnings.warn(f"{failures[0][0].name} failed to write {fmt}, so {engine.name} "
+                          f"drew it instead ({failures[0][1][:300]})", EngineWarning, stacklevel=2)
+        return data
+    raise EngineFailure("; ".join(f"{engine.name} failed to write {fmt}: {message[:2000]}"
+                                for engine, message in failures))
+
+
+class EngineFailure(EngineError):
+    """Engines ran and failed on this drawing (not: none was found)."""
+
+
+class EngineWarning(UserWarning):
+    """An engine failed, and another one drew the picture."""
+
+
+def _run(engine: Engine, dot_source: str, fmt: str, timeout: float) -> bytes:
     extra = [f"-Gsize={PNG_MAX_INCHES},{PNG_MAX_INCHES}", "-Gdpi=96"] if fmt == "png" else []
     if engine.path is None:
         return _run_pygraphviz(dot_source, fmt, extra)
+    # -q: the labels' widths are set from real font metrics (render/metrics.py), so the
+    # estimate's warnings about non-ASCII characters no longer hold; errors still show
+    quiet = ["-q"] if engine.name == "graphviz-pure" else []
     try:
-        done = subprocess.run([engine.path, f"-T{fmt}", *extra], input=dot_source.encode(),
-                              capture_output=True, timeout=timeout)
+        done = subprocess.run([engine.path, f"-T{fmt}", *quiet, *extra],
+                              input=dot_source.encode(), capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise EngineError(f"{engine.name} did not finish within {timeout:.0f} s") from None
     except OSError as exc:
-        raise EngineError(f"{engine.name} could not be started: {exc}") from None
+        raise EngineFailure(f"could not be started: {exc}") from None
     if done.returncode != 0 or not done.stdout:
         message = done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
-        raise EngineError(f"{engine.name} failed to write {fmt}: {message[:2000]}")
+        raise EngineFailure(message)
     return done.stdout
 
 
 def _run_pygraphviz(dot_source: str, fmt: str, extra: list[str]) -> bytes:
     import pygraphviz
 
-    graph = pygraphviz.AGraph(string=dot_source)
-    return graph.draw(format=fmt, prog="dot", args=" ".join(extra))
+    try:
+        graph = pygraphviz.AGraph(string=dot_source)
+        return graph.draw(format=fmt, prog="dot", args=" ".join(extra))
+    except (ValueError, OSError, RuntimeError) as exc:
+        raise EngineFailure(str(exc)) from None

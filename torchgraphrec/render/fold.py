@@ -1,11 +1,13 @@
-"""Finding runs of repeated sibling calls (the 12 blocks of GPT-2) to draw once, ``× N``."""
+"""Finding chains of identical sibling calls (the 12 blocks of GPT-2) to draw once, ``× N``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Hashable, Mapping, Sequence
 
-__all__ = ["Run", "find_runs", "signatures"]
+import networkx as nx
+
+__all__ = ["Run", "find_runs", "signatures", "chained", "split_chains"]
 
 MAX_PERIOD = 8
 
@@ -70,3 +72,51 @@ def signatures(children: Mapping[Any, Sequence[Any]], kind_of: Mapping[Any, str]
         key = (label_of[layer], inner)
         signed[layer] = interned.setdefault(key, len(interned))
     return signed
+
+
+def chained(graph: nx.DiGraph, earlier: Sequence[str], later: Sequence[str]) -> bool:
+    """Whether something the calls ``earlier`` returned flows into what the calls ``later``
+    received: the same tensor, or a path of recorded edges between them.
+
+    The walk follows only edges seen before ``later`` ended, so that it stays between the
+    two calls instead of running through the rest of the model.
+
+    >>> g = nx.DiGraph()
+    >>> g.add_node("a", outputs=("t1",), inputs=("t0",), t_end_ns=5)
+    >>> g.add_node("b", outputs=("t2",), inputs=("t1",), t_end_ns=9)
+    >>> g.add_node("c", outputs=("t3",), inputs=("t0",), t_end_ns=12)
+    >>> g.add_nodes_from(["t0", "t1", "t2", "t3"])
+    >>> chained(g, ["a"], ["b"]), chained(g, ["b"], ["c"])
+    (True, False)
+    """
+    sources = {t for call in earlier for t in graph.nodes[call]["outputs"] if t in graph}
+    targets = {t for call in later for t in graph.nodes[call]["inputs"] if t in graph}
+    if sources & targets:
+        return True
+    limit = max(graph.nodes[call]["t_end_ns"] for call in later)
+    seen, stack = set(sources), list(sources)
+    while stack:
+        for _, successor, when in graph.out_edges(stack.pop(), data="t_ns"):
+            if successor in seen or when > limit:
+                continue
+            if successor in targets:
+                return True
+            seen.add(successor)
+            stack.append(successor)
+    return False
+
+
+def split_chains(run: Run, links: Sequence[bool]) -> list[Run]:
+    """The parts of ``run`` whose consecutive repeats are linked (``links[k]``: repeat
+    ``k`` feeds repeat ``k + 1``), each of two repeats or more.
+
+    >>> split_chains(Run(0, 1, 5), [True, False, True, True])
+    [Run(start=0, period=1, count=2), Run(start=2, period=1, count=3)]
+    """
+    parts, first = [], 0
+    for k in range(run.count):
+        if k == run.count - 1 or not links[k]:
+            if k - first >= 1:
+                parts.append(Run(run.start + first * run.period, run.period, k - first + 1))
+            first = k + 1
+    return parts

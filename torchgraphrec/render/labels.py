@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import graphviz
 
-__all__ = ["escape", "join", "shape_text", "count_text", "layer_title", "box_label",
-           "tensor_label", "param_label", "op_label", "xml_id", "css_class", "html_text"]
+from torchgraphrec.render.settings import settings_text
+
+__all__ = ["escape", "join", "shape_text", "count_text", "short_name", "layer_title",
+           "box_lines", "tensor_lines", "param_lines", "op_lines", "xml_id", "css_class",
+           "html_text"]
 
 
 def escape(text: Any) -> str:
@@ -65,9 +68,47 @@ def count_text(count: int) -> str:
     return f"{count} params"
 
 
-def layer_title(attrs: Mapping[str, Any]) -> str:
-    """``encoder.0: Linear`` (or the type alone for the root call); later calls add ``#n``."""
-    title = f"{attrs['qualname']}: {attrs['type']}" if attrs["qualname"] else attrs["type"]
+def short_name(qualname: str, parent_qualname: str = "") -> str:
+    """A module's name inside its enclosing call: ``layers.0.0`` in ``layers.0`` is ``0``.
+
+    Containers that are never called (a ``ModuleList``) keep their part: ``h.0`` in the
+    root call.
+
+    >>> short_name("layers.0.0", "layers.0"), short_name("h.0"), short_name("a.b", "x")
+    ('0', 'h.0', 'a.b')
+    """
+    if parent_qualname and qualname.startswith(parent_qualname + "."):
+        return qualname[len(parent_qualname) + 1:]
+    return qualname
+
+
+def _span(first: str, last: str) -> str:
+    """``h.0`` to ``h.11`` as ``h.0–11``."""
+    head, dot, _ = first.rpartition(".")
+    if dot and last.startswith(head + "."):
+        return f"{first}–{last[len(head) + 1:]}"
+    return f"{first}–{last}"
+
+
+def layer_title(attrs: Mapping[str, Any], parent_qualname: Optional[str] = None,
+                last: Optional[Mapping[str, Any]] = None) -> str:
+    """``conv1: Conv2d``: the module's name inside ``parent_qualname`` (the full path
+    when ``None``) and its type; the type alone for the root call; later calls add
+    ``#n``; a fold through the call ``last`` names both ends.
+
+    >>> attrs = {"qualname": "h.0", "type": "Block", "call_index": 0}
+    >>> layer_title(attrs), layer_title(attrs, "", {**attrs, "qualname": "h.11"})
+    ('h.0: Block', 'h.0–11: Block')
+    """
+    qualname = attrs["qualname"]
+    if not qualname:  # the root call: the model's type (a Recorder may call it again)
+        return f"{attrs['type']} #{attrs['call_index']}" if attrs["call_index"] else attrs["type"]
+    name = qualname if parent_qualname is None else short_name(qualname, parent_qualname)
+    if last is not None and last["qualname"] != qualname:
+        end = last["qualname"] if parent_qualname is None else short_name(last["qualname"],
+                                                                          parent_qualname)
+        name = _span(name, end)
+    title = f"{name}: {attrs['type']}"
     return f"{title} #{attrs['call_index']}" if attrs["call_index"] else title
 
 
@@ -76,28 +117,39 @@ def _shapes(graph: Any, ids: Sequence[str]) -> str:
     return ", ".join(shapes[:3]) + (", …" if len(shapes) > 3 else "")
 
 
-def box_label(attrs: Mapping[str, Any], source: Any, show_shapes: bool,
-              repeats: int = 1) -> graphviz.nohtml:
-    """A layer drawn as one box: title, shapes in and out, parameters, repeats."""
+def box_lines(attrs: Mapping[str, Any], source: Any, title: str, *, show_shapes: bool,
+              show_settings: bool, repeats: int = 1) -> list[str]:
+    """The lines of a layer drawn as one box: title, settings, shapes in and out,
+    parameters, repeats."""
     shapes = ""
     if show_shapes:
         shapes = f"{_shapes(source, attrs['inputs'])} → {_shapes(source, attrs['outputs'])}"
-    return join(layer_title(attrs), shapes, count_text(attrs["num_params"]),
-                f"× {repeats}" if repeats > 1 else "")
+    settings = settings_text(attrs["type"], attrs.get("settings", "")) if show_settings else ""
+    return [line for line in (title, settings, shapes, count_text(attrs["num_params"]),
+                              f"× {repeats}" if repeats > 1 else "") if line]
 
 
-def tensor_label(attrs: Mapping[str, Any], show_shapes: bool) -> graphviz.nohtml:
+def tensor_lines(attrs: Mapping[str, Any], show_shapes: bool) -> list[str]:
+    """A tensor: the model's name for it (inputs and outputs), shape, dtype if not float32.
+
+    >>> tensor_lines({"name": "input_ids", "shape": (2, 8), "dtype": "int64"}, True)
+    ['input_ids', '2×8 int64']
+    """
     dtype = "" if attrs["dtype"] == "float32" else attrs["dtype"]
-    return join(shape_text(attrs["shape"]) if show_shapes else "tensor", dtype)
+    shape = shape_text(attrs["shape"]) if show_shapes else ("" if dtype else "tensor")
+    return [line for line in (attrs.get("name", ""), " ".join(p for p in (shape, dtype) if p))
+            if line]
 
 
-def param_label(attrs: Mapping[str, Any], show_shapes: bool) -> graphviz.nohtml:
+def param_lines(attrs: Mapping[str, Any], show_shapes: bool) -> list[str]:
     name = attrs["qualname"].rpartition(".")[2]
-    return join(name, shape_text(attrs["shape"]) if show_shapes else "")
+    return [name, shape_text(attrs["shape"])] if show_shapes else [name]
 
 
-def op_label(attrs: Mapping[str, Any]) -> graphviz.nohtml:
-    return join(attrs["name"])
+def op_lines(attrs: Mapping[str, Any], show_shapes: bool) -> list[str]:
+    """An op: its name, and its result's shape where it was recorded (``ops="torch"``)."""
+    shape = attrs.get("shape") if show_shapes else None
+    return [attrs["name"]] if shape is None else [attrs["name"], shape_text(shape)]
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:#@-]")

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from torchgraphrec.render.theme import THEMES, Theme
 
-__all__ = ["RenderOptions", "RANKDIRS", "ENGINES"]
+__all__ = ["RenderOptions", "RANKDIRS", "ENGINES", "AUTO"]
 
 RANKDIRS = ("TB", "LR", "BT", "RL")
-ENGINES = ("auto", "graphviz-pure", "dot")
+ENGINES = ("auto", "graphviz-pure", "dot", "pygraphviz")
+#: The ``depth`` that picks the deepest level whose drawing stays readable.
+AUTO = "auto"
+_FLAGS = ("include_tensors", "include_params", "include_ops", "fold_repeats", "show_shapes",
+          "show_settings", "expand_leaves")
 
 
 def _one_of(name: str, value: Any, allowed: tuple) -> None:
@@ -18,21 +22,40 @@ def _one_of(name: str, value: Any, allowed: tuple) -> None:
         raise ValueError(f"unknown {name}: {value!r} (must be one of {list(allowed)})")
 
 
+def _check_depth(depth: Any) -> None:
+    if depth is None or depth == AUTO:
+        return
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise ValueError(f"depth must be 'auto', None or a whole number >= 0, got {depth!r}")
+
+
 @dataclass(frozen=True)
 class RenderOptions:
     """How to draw a recording.
 
+    The defaults draw what a paper shows: module calls to a readable depth, every module
+    without children as one box (name, type, settings, shapes, parameter count), the ops
+    that code runs between modules, and the model's named inputs and outputs. The op-level
+    drawing is one option away: ``expand_leaves=True``.
+
     Attributes:
-        depth: the deepest module-call level drawn (``None``: everything); calls at that
-            level are drawn as one box with their shapes and parameter count.
-        include_tensors: draw tensors between calls.
-        include_params: draw parameters.
-        include_ops: draw autograd ops; without them a call with no sub-calls is one box.
-        fold_repeats: draw a run of identical sibling calls once, labelled ``× N``.
+        depth: the deepest module-call level drawn: ``"auto"`` (the deepest level whose
+            drawing has at most :data:`~torchgraphrec.render.view.AUTO_NODES` nodes; every
+            level with ``expand_leaves``), ``None`` (every level) or a number (calls at that
+            level are drawn as one box).
+        include_tensors: draw the tensors between calls (the model's inputs and outputs
+            are always drawn).
+        include_params: draw parameters and buffers beside the ops that use them (they are
+            always counted in their module's box).
+        include_ops: draw the ops that code runs between modules (``add``, ``cat``...).
+        fold_repeats: draw a chain of identical sibling calls once, labelled ``× N``.
         rankdir: the direction of flow: ``TB``, ``LR``, ``BT`` or ``RL``.
         theme: ``default`` or ``paper`` (greyscale, serif, print-safe).
         show_shapes: write tensor shapes into labels.
-        engine: ``auto``, ``graphviz-pure`` or ``dot`` (or a path to a ``dot``-like binary).
+        show_settings: write a module's settings (``3×3, stride 2``, ``p=0.1``) into its box.
+        expand_leaves: open modules without children, drawing their ops.
+        engine: ``auto``, ``graphviz-pure``, ``dot`` or ``pygraphviz`` (or a path to a
+            ``dot``-like binary); where it fails, the next engine found is tried.
         color_by: a numeric node attribute, such as a probe statistic ``"grad_output.rms"``:
             boxes and parameters are filled, and clusters outlined, on a colour scale from
             the smallest to the largest drawn value, with a legend.
@@ -40,26 +63,26 @@ class RenderOptions:
     >>> RenderOptions(rankdir="XY")
     Traceback (most recent call last):
     ValueError: unknown rankdir: 'XY' (must be one of ['TB', 'LR', 'BT', 'RL'])
+    >>> RenderOptions(expand_leaves=True).depth
+    'auto'
     """
 
-    depth: Optional[int] = None
-    include_tensors: bool = True
-    include_params: bool = True
+    depth: Optional[Union[int, str]] = AUTO
+    include_tensors: bool = False
+    include_params: bool = False
     include_ops: bool = True
     fold_repeats: bool = True
     rankdir: str = "TB"
     theme: str = "default"
     show_shapes: bool = True
+    show_settings: bool = True
+    expand_leaves: bool = False
     engine: str = "auto"
     color_by: Optional[str] = None
 
     def __post_init__(self) -> None:
-        depth = self.depth
-        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
-                                  or depth < 0):
-            raise ValueError(f"depth must be None or a whole number >= 0, got {depth!r}")
-        for flag in ("include_tensors", "include_params", "include_ops", "fold_repeats",
-                     "show_shapes"):
+        _check_depth(self.depth)
+        for flag in _FLAGS:
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         _one_of("rankdir", self.rankdir, RANKDIRS)

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from dataclasses import dataclass, field, replace
+from typing import Optional
 
 import networkx as nx
 
 from torchgraphrec.graph import collapse
-from torchgraphrec.render.fold import Run, find_runs, signatures
-from torchgraphrec.render.options import RenderOptions
+from torchgraphrec.render import edges as edge_rules
+from torchgraphrec.render.folding import Folder
+from torchgraphrec.render.options import AUTO, RenderOptions
+from torchgraphrec.render.passthrough import wire_pass_through
 
-__all__ = ["View", "build_view"]
+__all__ = ["View", "build_view", "AUTO_NODES"]
+
+#: ``depth="auto"`` draws the deepest level whose drawing has at most this many nodes.
+AUTO_NODES = 60
 
 
 @dataclass
@@ -20,28 +25,78 @@ class View:
 
     ``nodes`` are drawn as nodes (``box`` layers, tensors, params, ops) and ``clusters`` as
     nested clusters; ``parent`` maps both to their enclosing cluster (``None`` at the top),
-    where a cluster may also be a ``group`` (a block of several repeated calls).
+    where a cluster may also be a ``group`` (a block of several repeated calls). A folded
+    call is drawn once with ``repeats`` (how many) and ``last`` (the last call it stands
+    for). An edge may end at a cluster (where no node inside carries it). ``order`` pairs
+    are no data flow: they keep a tensor that a call's own code computed (recorded without
+    ops, so with no producer) below what ran before it.
     """
 
     source: nx.DiGraph
     folded: nx.DiGraph
+    depth: Optional[int] = None
     nodes: list[str] = field(default_factory=list)
     clusters: list[str] = field(default_factory=list)
     parent: dict[str, Optional[str]] = field(default_factory=dict)
     repeats: dict[str, int] = field(default_factory=dict)
+    last: dict[str, str] = field(default_factory=dict)
     groups: dict[str, int] = field(default_factory=dict)
-    edges: dict[tuple[str, str], int] = field(default_factory=dict)
+    edges: list[tuple[str, str]] = field(default_factory=list)
+    order: list[tuple[str, str]] = field(default_factory=list)
 
     def kind(self, node: str) -> str:
         """``box``, ``tensor``, ``param`` or ``op`` for a drawn node."""
         kind = self.folded.nodes[node]["kind"]
         return "box" if kind == "layer" else kind
 
+    def inside(self) -> dict[str, set[str]]:
+        """Each cluster's drawn nodes, nested clusters' included."""
+        found: dict[str, set[str]] = {c: set() for c in [*self.clusters, *self.groups]}
+        for node in self.nodes:
+            cluster = self.parent.get(node)
+            while cluster is not None:
+                found[cluster].add(node)
+                cluster = self.parent.get(cluster)
+        return found
+
 
 def build_view(graph: nx.DiGraph, options: RenderOptions) -> View:
-    """The :class:`View` of ``graph`` under ``options``."""
-    folded = graph if options.depth is None else _keep_model_outputs(
-        graph, collapse(graph, options.depth))
+    """The :class:`View` of ``graph`` under ``options``.
+
+    ``depth="auto"`` picks the deepest level whose drawing has at most :data:`AUTO_NODES`
+    nodes and draws every module type one way (a type is not both opened as a cluster and
+    cut into a box), else the deepest level within the budget, at least 1.
+    """
+    wired = wire_pass_through(graph)
+    if options.depth != AUTO:
+        return _build(wired, options)
+    deepest = max((a["depth"] for _, a in graph.nodes(data=True) if a["kind"] == "layer"),
+                  default=0)
+    if options.expand_leaves or deepest <= 1:
+        return _build(wired, replace(options, depth=None))
+    fitting = [_build(wired, replace(options, depth=1))]
+    for depth in range(2, deepest + 1):
+        view = _build(wired, replace(options, depth=None if depth == deepest else depth))
+        if len(view.nodes) > AUTO_NODES:
+            break
+        fitting.append(view)
+    uniform = [view for view in fitting if _uniform(view)]
+    return (uniform or fitting)[-1]
+
+
+def _uniform(view: View) -> bool:
+    """Whether no module type is drawn both as a cluster and as a box the cut closed."""
+    source = view.source
+    enclosing = {a["parent"] for _, a in source.nodes(data=True) if a["kind"] == "layer"}
+    opened = {view.folded.nodes[c]["type"] for c in view.clusters}
+    closed = {view.folded.nodes[n]["type"] for n in view.nodes
+              if view.kind(n) == "box" and n in enclosing}
+    return not opened & closed
+
+
+def _build(graph: nx.DiGraph, options: RenderOptions) -> View:
+    depth = options.depth  # a number or None: build_view resolved "auto"
+    folded = graph if depth is None else _keep_model_outputs(graph, collapse(graph, depth))
     return _ViewBuilder(graph, folded, options).build()
 
 
@@ -62,7 +117,7 @@ def _keep_model_outputs(source: nx.DiGraph, folded: nx.DiGraph) -> nx.DiGraph:
 
 class _ViewBuilder:
     def __init__(self, source: nx.DiGraph, folded: nx.DiGraph, options: RenderOptions) -> None:
-        self.view = View(source, folded)
+        self.view = View(source, folded, options.depth)  # type: ignore[arg-type]
         self.graph, self.options = folded, options
         self.order = sorted(folded.nodes, key=lambda n: folded.nodes[n]["seq"])
         self.children: dict[Optional[str], list[str]] = {}
@@ -70,131 +125,33 @@ class _ViewBuilder:
             self.children.setdefault(folded.nodes[node]["parent"], []).append(node)
         self.kind = {node: folded.nodes[node]["kind"] for node in self.order}
         self.boxes = {n for n in self.order if self.kind[n] == "layer" and not any(
-            self.kind[c] == "layer" or (self.kind[c] == "op" and options.include_ops)
+            self.kind[c] == "layer" or (self.kind[c] == "op" and options.expand_leaves)
             for c in self.children.get(n, ()))}
-        self.fold_to: dict[str, str] = {}
-        self.repeat_of: dict[str, dict[int, int]] = {}
-        self.dropped: set[str] = set()
+        self.folder = Folder(source, folded, self.order, self.children, self.kind, self.boxes)
+        self.unproduced = _unproduced(folded, self.boxes) if folded.graph.get("ops") == "none" \
+            else set()
 
     def build(self) -> View:
         if self.options.fold_repeats:
-            self._fold()
+            self.folder.fold(self.view)
         self._place()
         self._lift_edges()
+        self._keep_order()
         return self.view
-
-    def _fold(self) -> None:
-        graph = self.graph
-        layers = [n for n in reversed(self.order) if self.kind[n] == "layer"]
-        layers.sort(key=lambda n: -graph.nodes[n]["depth"])
-        label_of = {n: self._fold_label(n) for n in self.order}
-        signed = signatures(self.children, self.kind, label_of, layers)
-        outermost_first = sorted(self.children, key=lambda n: -1 if n is None
-                                 else graph.nodes[n]["depth"])
-        for parent in outermost_first:
-            if parent in self.fold_to:
-                continue  # inside a repeat already drawn by its first copy
-            calls = [c for c in self.children[parent] if self.kind[c] == "layer"]
-            for run in find_runs([signed[c] for c in calls]):
-                if self._between_calls(parent, run.repeat(calls, 0)[0],
-                                       run.repeat(calls, run.count - 1)[-1]):
-                    continue
-                self._fold_run(len(self.view.groups) + len(self.view.repeats), calls, run)
-
-    def _fold_label(self, node: str) -> tuple:
-        """What must match, besides the children, for two nodes to be repeats."""
-        attrs = self.graph.nodes[node]
-        if attrs["kind"] == "tensor":
-            return (attrs["shape"],)
-        if attrs["kind"] != "layer":
-            return (attrs.get("name") or attrs.get("shape"),)
-        # parameters hang under a module's first call only, so a call is told apart by its
-        # parameter count and shapes, which every call of the module shares
-        shapes = tuple(self.view.source.nodes[t]["shape"] if t in self.view.source else None
-                       for t in attrs["inputs"] + attrs["outputs"])
-        return (attrs["type"], attrs["num_params"], shapes, node in self.boxes)
-
-    def _between_calls(self, parent: Optional[str], first: str, last: str) -> bool:
-        """Whether ``parent`` itself computed something while the run was going on."""
-        start, end = self.graph.nodes[first]["t_start_ns"], self.graph.nodes[last]["t_end_ns"]
-        for child in self.children.get(parent, ()):
-            if self.kind[child] == "layer":
-                continue
-            times = [a["t_ns"] for *_, a in self.graph.in_edges(child, data=True)]
-            if any(start < t < end for t in times):
-                return True
-        return False
-
-    def _subtree(self, roots: list[str]) -> list[str]:
-        """The nodes under ``roots`` in order, parameters left out: they hang under their
-        module's first call only, and stay where they are, shared by every repeat."""
-        found, stack = [], list(reversed(roots))
-        while stack:
-            node = stack.pop()
-            if self.kind[node] != "param":
-                found.append(node)
-            stack.extend(reversed(self.children.get(node, ())))
-        return found
-
-    def _fold_run(self, run_id: int, calls: list[str], run: Run) -> None:
-        first = self._subtree(list(run.repeat(calls, 0)))
-        repeats = [self._subtree(list(run.repeat(calls, k))) for k in range(1, run.count)]
-        if any(len(nodes) != len(first) for nodes in repeats):
-            return
-        for node in first:
-            self.repeat_of.setdefault(node, {})[run_id] = 0
-        for k, nodes in enumerate(repeats, start=1):
-            for node, counterpart in zip(nodes, first):
-                self.fold_to[node] = counterpart
-                self.repeat_of.setdefault(node, {})[run_id] = k
-                self._fold_params(node, counterpart)
-        block = list(run.repeat(calls, 0))
-        if run.period == 1:
-            self.view.repeats[block[0]] = run.count
-        else:
-            group = f"group:{block[0]}"
-            self.view.groups[group] = run.count
-            for call in block:
-                self.view.parent[call] = group
-
-    def _fold_params(self, node: str, counterpart: str) -> None:
-        """Map the parameters under a folded call to those under its counterpart, by
-        position; one without a counterpart is not drawn."""
-        own = [c for c in self.children.get(node, ()) if self.kind[c] == "param"]
-        theirs = [c for c in self.children.get(counterpart, ()) if self.kind[c] == "param"]
-        for index, param in enumerate(own):
-            if index < len(theirs):
-                self.fold_to[param] = theirs[index]
-            else:
-                self.dropped.add(param)
-
-    def _canonical(self, node: str) -> str:
-        """The node that draws ``node``: its counterpart in the first repeat of every run
-        it was folded into (runs nest: a stage's blocks inside repeated stages)."""
-        while node in self.fold_to:
-            node = self.fold_to[node]
-        return node
-
-    def _inside_one_run(self, source: str, target: str) -> bool:
-        """Whether the edge runs within or between the repeats of a folded run, where the
-        first repeat stands for all of them."""
-        runs_of_source, runs_of_target = self.repeat_of.get(source), self.repeat_of.get(target)
-        if not runs_of_source or not runs_of_target:
-            return False
-        return any(runs_of_source[run] != runs_of_target[run] or runs_of_source[run] > 0
-                   for run in runs_of_source.keys() & runs_of_target.keys())
 
     def _visible(self, node: str) -> Optional[str]:
         """What ``node`` is drawn as: itself, the box it is in, or ``None`` (bridged)."""
-        if node in self.dropped:
+        if node in self.folder.dropped:
             return None
-        node = self._canonical(node)
+        node = self.folder.canonical(node)
         attrs = self.graph.nodes[node]
         kind = self.kind[node]
-        if kind == "tensor" and attrs.get("role") == "output":
-            return node if self.options.include_tensors else None
+        if attrs.get("role") in ("input", "output"):
+            return node  # the model's inputs and outputs are always drawn, named
         if attrs["parent"] in self.boxes:
             return attrs["parent"]
+        if node in self.unproduced:
+            return node  # computed by its call's own code: drawn, it shows where
         shown = {"layer": True, "tensor": self.options.include_tensors,
                  "param": self.options.include_params, "op": self.options.include_ops}
         return node if shown[kind] else None
@@ -202,7 +159,7 @@ class _ViewBuilder:
     def _place(self) -> None:
         view = self.view
         for node in self.order:
-            if node in self.fold_to or self._visible(node) != node:
+            if node in self.folder.fold_to or self._visible(node) != node:
                 continue
             attrs = self.graph.nodes[node]
             # the model's outputs stand outside the model, as its inputs do
@@ -216,41 +173,44 @@ class _ViewBuilder:
             first_call = group.removeprefix("group:")
             view.parent[group] = self.graph.nodes[first_call]["parent"]
 
-    def _lift_edges(self) -> None:
-        lifted = nx.DiGraph()
-        lifted.add_nodes_from(self.view.nodes)
-        hidden = set()
-        edges = sorted(self.graph.edges(data=True), key=lambda e: e[2]["seq"])
-        for source, target, attrs in edges:
-            if self._inside_one_run(source, target):
+    def _keep_order(self) -> None:
+        """Keep each unproduced tensor below the drawn node that ran last before it."""
+        inside = self.view.inside()
+        for node in self.unproduced & set(self.view.nodes):
+            seq = self.graph.nodes[node]["seq"]
+            members = inside.get(self.view.parent.get(node), set(self.view.nodes))
+            before = [n for n in members if self.graph.nodes[n]["seq"] < seq and n != node]
+            if before:
+                last = max(before, key=lambda n: self.graph.nodes[n]["seq"])
+                self.view.order.append((last, node))
+
+    def _recorded_edges(self) -> list[tuple[str, str]]:
+        found = []
+        for source, target, _ in sorted(self.graph.edges(data="seq"), key=lambda e: e[2]):
+            if self.folder.inside_one_run(source, target):
                 continue  # drawn once, by the run's first repeat
             if self.kind[source] == "param" and self._visible(source) != source:
-                continue  # a parameter folded into a box is not data flowing out of it
-            ends = []
-            for node in (source, target):
-                shown = self._visible(node)
-                if shown is None:
-                    shown = self._canonical(node)
-                    hidden.add(shown)
-                ends.append(shown)
-            if ends[0] != ends[1]:
-                _add(lifted, ends[0], ends[1], attrs.get("count", 1))
-        _bridge(lifted, hidden)
-        self.view.edges = {(s, t): a["count"] for s, t, a in lifted.edges(data=True)}
+                continue  # a parameter counted in its box is not data flowing out of it
+            if self.graph.nodes[source].get("role") == "output":
+                # a model output the model also used: the use comes from where it was made,
+                # the output node stays the drawing's end
+                found += [(producer, target) for producer in self.graph.predecessors(source)]
+                continue
+            found.append((source, target))
+        return found
+
+    def _lift_edges(self) -> None:
+        lifted = edge_rules.lift(self._recorded_edges(), self._visible, self.folder.canonical,
+                                 self.view.nodes + self.view.clusters)
+        edge_rules.settle_cluster_ends(lifted, self.view.inside())
+        self.view.edges = list(lifted.edges)
 
 
-def _add(graph: nx.DiGraph, source: Any, target: Any, count: int) -> None:
-    if graph.has_edge(source, target):
-        graph.edges[source, target]["count"] += count
-    else:
-        graph.add_edge(source, target, count=count)
-
-
-def _bridge(graph: nx.DiGraph, hidden: set) -> None:
-    """Remove hidden nodes, joining each one's predecessors to its successors."""
-    for node in [n for n in nx.topological_sort(graph) if n in hidden]:
-        for source in list(graph.predecessors(node)):
-            for target in list(graph.successors(node)):
-                if source != target:
-                    _add(graph, source, target, 1)
-        graph.remove_node(node)
+def _unproduced(graph: nx.DiGraph, boxes: set[str]) -> set[str]:
+    """Tensors that a drawn cluster's own code computed, recorded without ops: no edge says
+    where from (``ops="none"`` records calls and their boundary tensors only, and marks
+    such a tensor ``constant``: it cannot tell it from one the code did not compute)."""
+    return {node for node, attrs in graph.nodes(data=True)
+            if attrs["kind"] == "tensor" and attrs["role"] != "input"
+            and attrs["parent"] is not None and attrs["parent"] not in boxes
+            and not graph.in_degree(node)}

@@ -16,7 +16,7 @@ import networkx as nx
 
 from torchgraphrec.graph import to_json
 from torchgraphrec.render.dot import to_dot
-from torchgraphrec.render.engine import run_engine
+from torchgraphrec.render.engine import EngineFailure, run_engine
 from torchgraphrec.render.options import RenderOptions
 
 __all__ = ["write", "FORMATS", "OPTIONS", "format_of", "write_atomic"]
@@ -141,8 +141,16 @@ def write(graph: nx.DiGraph, path: PathLike, **options: Any) -> Path:
     Raises:
         ValueError: the suffix names no known format.
         TypeError: an option the format does not take, or a missing one it needs.
-        EngineError: no layout engine here writes the format, or it failed.
+        EngineError: no layout engine here writes the format; :class:`EngineFailure`
+            where every one that does failed: the drawing's DOT is then saved beside the
+            target (``model.svg.dot``) for a bug report.
     """
     suffix = format_of(path)
     settings = OPTIONS.get(suffix, RenderOptions.of)(options)
-    return write_atomic(path, FORMATS[suffix](graph, settings))
+    try:
+        data = FORMATS[suffix](graph, settings)
+    except EngineFailure as exc:
+        saved = write_atomic(f"{path}.dot", to_dot(graph, **vars(settings)).encode())
+        raise EngineFailure(f"{exc}\n(the drawing's DOT is saved in {str(saved)!r} for a bug "
+                            "report)") from None
+    return write_atomic(path, data)

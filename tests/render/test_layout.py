@@ -1,0 +1,115 @@
+"""Layout, read back from the engine: a straight spine, parameters beside their op, edges
+clear of cluster titles, boxes as wide as their text."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import networkx as nx
+import pytest
+
+import torchgraphrec as tgr
+from helpers import fresh
+from render.layout import clusters, drawn_nodes, layout
+from torchgraphrec.render.options import RenderOptions
+from torchgraphrec.render.view import build_view
+from torchgraphrec.schema import SCHEMA_VERSION
+
+
+@pytest.fixture(scope="module")
+def resnet() -> tgr.Recording:
+    return tgr.record(*fresh("resnet_like"))
+
+
+def _point(text: str) -> tuple[float, float]:
+    x, y = text.split(",")[:2]
+    return float(x), float(y)
+
+
+def test_the_main_path_is_straight(resnet: tgr.Recording) -> None:
+    nodes = drawn_nodes(layout(resnet.to_dot()))
+    path = ["n-tensor:0@v0", "n-layer:stem.0#0", "n-layer:stem.3#0", "n-layer:layers.0.0.conv1#0",
+            "n-layer:layers.0.0.bn2#0", "n-layer:layers.0.0.relu#1", "n-layer:fc#0"]
+    xs = [_point(nodes[node]["pos"])[0] for node in path]
+    # within a few points: cluster margins nudge it, nothing pushes it aside
+    assert max(xs) - min(xs) <= 8, xs
+
+
+def test_parameters_sit_beside_the_op_that_uses_them(resnet: tgr.Recording) -> None:
+    dot = resnet.to_dot(expand_leaves=True, include_params=True, fold_repeats=False)
+    drawing = layout(dot)
+    nodes = drawn_nodes(drawing)
+    ids = {o["_gvid"]: o["id"] for o in drawing["objects"]}
+    params = [e for e in drawing["edges"] if ids[e["tail"]].startswith("n-param:")]
+    assert len(params) > 20
+    for edge in params:
+        param, op = nodes[ids[edge["tail"]]], nodes[ids[edge["head"]]]
+        assert _point(param["pos"])[1] == pytest.approx(_point(op["pos"])[1]), (param["id"], op["id"])
+
+
+def _curve(edge: dict[str, Any]) -> Iterator[tuple[float, float]]:
+    """Points along an edge's B-spline (every cubic piece sampled)."""
+    points = [_point(p) for p in edge["pos"].split() if not p.startswith(("e,", "s,"))]
+    for start in range(0, len(points) - 3, 3):
+        p0, p1, p2, p3 = points[start:start + 4]
+        for step in range(11):
+            t = step / 10
+            weights = ((1 - t) ** 3, 3 * t * (1 - t) ** 2, 3 * t * t * (1 - t), t ** 3)
+            yield (sum(w * p[0] for w, p in zip(weights, (p0, p1, p2, p3))),
+                   sum(w * p[1] for w, p in zip(weights, (p0, p1, p2, p3))))
+
+
+@pytest.mark.parametrize("options", [{}, {"depth": 1}, {"depth": 2, "rankdir": "BT"}],
+                         ids=["defaults", "depth 1", "bottom to top"])
+def test_edges_clear_cluster_titles(resnet: tgr.Recording, options: dict) -> None:
+    import html
+    import re
+
+    from torchgraphrec.render.metrics import text_width
+
+    drawing = layout(resnet.to_dot(**options))
+    titles = []
+    for cluster in clusters(drawing).values():
+        text = html.unescape(re.sub(r"<[^>]*>", "", cluster["label"]).strip())
+        left = _point(cluster["bb"])[0] + 8  # the cluster's margin
+        x, y = _point(cluster["lp"])
+        height = float(cluster["lheight"]) * 72
+        width = text_width(text, "Helvetica", 11)
+        titles.append((text, left, left + width, y - height / 2, y + height / 2))
+    for edge in drawing["edges"]:
+        for x, y in _curve(edge):
+            crossed = [t[0] for t in titles if t[1] <= x <= t[2] and t[3] <= y <= t[4]]
+            assert not crossed, (edge["id"], crossed)
+
+
+def _graph_with_shape(shape: tuple[int, ...]):
+    import networkx as nx
+
+    graph = nx.DiGraph(schema_version=SCHEMA_VERSION, model="M", torch_version="2.13.0",
+                       ops="none")
+    graph.add_node("tensor:0@v0", kind="tensor", label="", parent=None, depth=0, seq=0,
+                   shape=shape, dtype="float32", device="cpu", requires_grad=False,
+                   role="input", version=0, name="x")
+    return graph
+
+
+def test_boxes_are_as_wide_as_their_text_with_multiplication_signs() -> None:
+    shape = tuple(range(1, 10))  # 1×2×…×9: eight "×", two bytes each in UTF-8
+    drawing = layout(tgr.to_dot(_graph_with_shape(shape)))
+    (node,) = drawn_nodes(drawing).values()
+    # Helvetica's advance widths: digits 556, "×" 584 (thousandths of an em), 10 pt, and
+    # the 0.08 in margin on each side
+    text = (9 * 556 + 8 * 584) * 10 / 1000
+    assert float(node["width"]) * 72 >= text + 2 * 0.08 * 72 - 0.5
+
+
+def test_auto_depth_picks_the_deepest_readable_level() -> None:
+    from models import resnet50_like
+    from torchgraphrec.render.view import AUTO_NODES
+
+    recording = tgr.record(*resnet50_like(32))
+    auto = build_view(recording.graph, RenderOptions())
+    deeper = build_view(recording.graph, RenderOptions(depth=auto.depth + 1))
+
+    assert len(auto.nodes) <= AUTO_NODES < len(deeper.nodes)
+    assert auto.depth == 2  # stages of bottlenecks, each bottleneck a box

@@ -1,0 +1,176 @@
+"""Folding a view: chains of identical sibling calls drawn once, and where their nodes go."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+import networkx as nx
+
+from torchgraphrec.render.fold import Run, chained, find_runs, signatures, split_chains
+
+if TYPE_CHECKING:
+    from torchgraphrec.render.view import View
+
+__all__ = ["Folder", "param_shapes"]
+
+
+def param_shapes(graph: nx.DiGraph) -> dict[str, tuple]:
+    """Each layer's parameter shapes: those of the parameters any node inside it used
+    (sorted), the same for every call of a module (parameters hang under its first call)."""
+    used: dict[str, list] = {}
+    for param, target in graph.edges:
+        if graph.nodes[param]["kind"] != "param":
+            continue
+        layer = target if graph.nodes[target]["kind"] == "layer" else graph.nodes[target]["parent"]
+        while layer is not None:
+            used.setdefault(layer, []).append(graph.nodes[param]["shape"])
+            layer = graph.nodes[layer]["parent"]
+    return {layer: tuple(sorted(shapes)) for layer, shapes in used.items()}
+
+
+class Folder:
+    """Finds the runs to fold and maps every node of a later repeat to its first copy."""
+
+    def __init__(self, source: nx.DiGraph, graph: nx.DiGraph, order: list[str],
+                 children: dict[Optional[str], list[str]], kind: dict[str, str],
+                 boxes: set[str]) -> None:
+        self.source, self.graph, self.order = source, graph, order
+        self.children, self.kind, self.boxes = children, kind, boxes
+        self.fold_to: dict[str, str] = {}
+        self.repeat_of: dict[str, dict[int, int]] = {}
+        self.dropped: set[str] = set()
+
+    def fold(self, view: "View") -> None:
+        """Fold every run of identical, chained sibling calls, outermost first."""
+        layers = sorted((n for n in reversed(self.order) if self.kind[n] == "layer"),
+                        key=lambda n: -self.graph.nodes[n]["depth"])
+        shapes = param_shapes(self.source)
+        label_of = {n: self._fold_label(n, shapes) for n in self.order}
+        signed = signatures(self.children, self.kind, label_of, layers)
+        outermost_first = sorted(self.children, key=lambda n: -1 if n is None
+                                 else self.graph.nodes[n]["depth"])
+        for parent in outermost_first:
+            if parent in self.fold_to:
+                continue  # inside a repeat already drawn by its first copy
+            calls = [c for c in self.children[parent] if self.kind[c] == "layer"]
+            for found in find_runs([signed[c] for c in calls]):
+                links = [chained(self.source, found.repeat(calls, k), found.repeat(calls, k + 1))
+                         for k in range(found.count - 1)]
+                for run in split_chains(found, links):
+                    self._try(view, parent, calls, run)
+
+    def _fold_label(self, node: str, shapes: dict[str, tuple]) -> tuple:
+        """What must match, besides the children, for two nodes to be repeats."""
+        attrs = self.graph.nodes[node]
+        if attrs["kind"] == "tensor":
+            return (attrs["shape"],)
+        if attrs["kind"] != "layer":
+            return (attrs.get("name") or attrs.get("shape"), attrs.get("args"))
+        boundary = tuple(self.source.nodes[t]["shape"] if t in self.source else None
+                         for t in attrs["inputs"] + attrs["outputs"])
+        return (attrs["type"], attrs.get("settings"), attrs["num_params"], boundary,
+                shapes.get(node, ()), node in self.boxes)
+
+    def _try(self, view: "View", parent: Optional[str], calls: list[str], run: Run) -> None:
+        first, last = run.repeat(calls, 0)[0], run.repeat(calls, run.count - 1)[-1]
+        if self._between_calls(parent, first, last):
+            return
+        repeats = [self._subtree(list(run.repeat(calls, k))) for k in range(run.count)]
+        if any(len(nodes) != len(repeats[0]) for nodes in repeats) or not self._closed(repeats):
+            return
+        self._fold_run(view, len(view.groups) + len(view.repeats), repeats)
+        block = list(run.repeat(calls, 0))
+        if run.period == 1:
+            view.repeats[block[0]], view.last[block[0]] = run.count, last
+        else:
+            group = f"group:{block[0]}"
+            view.groups[group] = run.count
+            for call in block:
+                view.parent[call] = group
+
+    def _between_calls(self, parent: Optional[str], first: str, last: str) -> bool:
+        """Whether ``parent`` itself computed something while the run was going on."""
+        start, end = self.graph.nodes[first]["t_start_ns"], self.graph.nodes[last]["t_end_ns"]
+        for child in self.children.get(parent, ()):
+            if self.kind[child] == "layer":
+                continue
+            times = [a["t_ns"] for *_, a in self.graph.in_edges(child, data=True)]
+            if any(start < t < end for t in times):
+                return True
+        return False
+
+    def _closed(self, repeats: list[list[str]]) -> bool:
+        """Whether folding hides nothing: every repeat but the last feeds only itself and
+        the next one (no model output, no skip past the run), and a later repeat receives
+        from outside only what the first one does."""
+        where = {node: k for k, nodes in enumerate(repeats) for node in nodes}
+        first_inputs = self._outside_inputs(repeats[0], where)
+        for k, nodes in enumerate(repeats):
+            for node in nodes:
+                if k < len(repeats) - 1 and self._leaks(node, k, where):
+                    return False
+            if k and not self._outside_inputs(nodes, where) <= first_inputs:
+                return False
+        return True
+
+    def _leaks(self, node: str, k: int, where: dict[str, int]) -> bool:
+        """Whether ``node`` of repeat ``k`` is used past the next repeat (a constant first
+        used in the run is an input of every repeat, not something one computed)."""
+        role = self.graph.nodes[node].get("role")
+        if role == "constant":
+            return False
+        return role == "output" or any(where.get(t) not in (k, k + 1)
+                                       for t in self.graph.successors(node))
+
+    def _outside_inputs(self, nodes: list[str], where: dict[str, int]) -> set[str]:
+        return {s for node in nodes for s in self.graph.predecessors(node)
+                if s not in where and self.kind[s] != "param"}
+
+    def _subtree(self, roots: list[str]) -> list[str]:
+        """The nodes under ``roots`` in order, parameters left out: they hang under their
+        module's first call only, and stay where they are, shared by every repeat."""
+        found, stack = [], list(reversed(roots))
+        while stack:
+            node = stack.pop()
+            if self.kind[node] != "param":
+                found.append(node)
+            stack.extend(reversed(self.children.get(node, ())))
+        return found
+
+    def _fold_run(self, view: "View", run_id: int, repeats: list[list[str]]) -> None:
+        for node in repeats[0]:
+            self.repeat_of.setdefault(node, {})[run_id] = 0
+        for k, nodes in enumerate(repeats[1:], start=1):
+            for node, counterpart in zip(nodes, repeats[0]):
+                if self.graph.nodes[node].get("role") == "output":
+                    continue  # a model output stays itself, outside the model
+                self.fold_to[node] = counterpart
+                self.repeat_of.setdefault(node, {})[run_id] = k
+                self._fold_params(node, counterpart)
+
+    def _fold_params(self, node: str, counterpart: str) -> None:
+        """Map the parameters under a folded call to those under its counterpart, by
+        position; one without a counterpart is not drawn."""
+        own = [c for c in self.children.get(node, ()) if self.kind[c] == "param"]
+        theirs = [c for c in self.children.get(counterpart, ()) if self.kind[c] == "param"]
+        for index, param in enumerate(own):
+            if index < len(theirs):
+                self.fold_to[param] = theirs[index]
+            else:
+                self.dropped.add(param)
+
+    def canonical(self, node: Any) -> Any:
+        """The node that draws ``node``: its counterpart in the first repeat of every run
+        it was folded into (runs nest: a stage's blocks inside repeated stages)."""
+        while node in self.fold_to:
+            node = self.fold_to[node]
+        return node
+
+    def inside_one_run(self, source: str, target: str) -> bool:
+        """Whether the edge runs within or between the repeats of a folded run, where the
+        first repeat stands for all of them."""
+        runs_of_source, runs_of_target = self.repeat_of.get(source), self.repeat_of.get(target)
+        if not runs_of_source or not runs_of_target:
+            return False
+        return any(runs_of_source[run] != runs_of_target[run] or runs_of_source[run] > 0
+                   for run in runs_of_source.keys() & runs_of_target.keys())

@@ -1,0 +1,57 @@
+"""What each drawn node and cluster says: its label lines and its tooltip (the full path)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from torchgraphrec.render import labels
+from torchgraphrec.render.options import RenderOptions
+from torchgraphrec.render.view import View
+
+__all__ = ["node_text", "cluster_text", "enclosing_qualname"]
+
+
+def enclosing_qualname(view: View, node: str) -> str:
+    """The qualname of the call drawn around ``node`` (``""`` at the top or in the root)."""
+    cluster = view.parent.get(node)
+    while cluster is not None and cluster in view.groups:
+        cluster = view.parent.get(cluster)
+    return "" if cluster is None else view.folded.nodes[cluster]["qualname"]
+
+
+def _title(view: View, node: str) -> tuple[str, str]:
+    """A call's short title and its full one (for the tooltip)."""
+    attrs = view.folded.nodes[node]
+    last = view.folded.nodes[view.last[node]] if node in view.last else None
+    short = labels.layer_title(attrs, enclosing_qualname(view, node), last)
+    return short, labels.layer_title(attrs, None, last)
+
+
+def node_text(view: View, node: str, options: RenderOptions) -> tuple[list[str], str]:
+    """The label lines of a drawn node, and its tooltip."""
+    attrs = view.folded.nodes[node]
+    kind = view.kind(node)
+    if kind == "box":
+        short, full = _title(view, node)
+        lines = labels.box_lines(attrs, view.source, short, show_shapes=options.show_shapes,
+                                 show_settings=options.show_settings,
+                                 repeats=view.repeats.get(node, 1))
+        settings = attrs.get("settings", "")
+        return lines, f"{full}\n{settings}" if settings else full
+    if kind == "tensor":
+        lines = labels.tensor_lines(attrs, options.show_shapes)
+        return lines, " ".join(lines)
+    if kind == "param":
+        return labels.param_lines(attrs, options.show_shapes), attrs["qualname"]
+    lines = labels.op_lines(attrs, options.show_shapes)
+    args = attrs.get("args", "")
+    return lines, f"{attrs['name']}({args})" if args else attrs["name"]
+
+
+def cluster_text(view: View, cluster: str) -> tuple[str, Optional[str]]:
+    """A cluster's title and tooltip: ``× N`` for a group of repeated calls."""
+    if cluster in view.groups:
+        return f"× {view.groups[cluster]}", None
+    short, full = _title(view, cluster)
+    repeats = view.repeats.get(cluster, 1)
+    return (f"{short}  × {repeats}" if repeats > 1 else short), full
