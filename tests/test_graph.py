@@ -65,7 +65,7 @@ def test_from_json_rejects_newer_schema(graphs: dict) -> None:
 def test_from_json_names_both_versions_for_an_older_schema(graphs: dict) -> None:
     graph = _copy(graphs["gpt2"])
     graph.graph["schema_version"] = "1.0"
-    with pytest.raises(tgr.SchemaError, match=r"'1.0' is older than this torchgraphrec's '2.0'"):
+    with pytest.raises(tgr.SchemaError, match=r"'1.0' is older than this torchgraphrec's '2.1'"):
         from_json(to_json(graph))
 
 

@@ -17,6 +17,7 @@ from torchgraphrec.schema import (
     GRAPH_ATTRS,
     NODE_ATTRS,
     OPTIONAL_EDGE_ATTRS,
+    OPTIONAL_GRAPH_ATTRS,
     OPTIONAL_NODE_ATTRS,
     SCHEMA_VERSION,
     EdgeKind,
@@ -118,6 +119,7 @@ def validate(graph: nx.DiGraph) -> None:
     if not isinstance(graph, nx.DiGraph) or graph.is_multigraph():
         raise SchemaError(f"graph: must be a networkx.DiGraph, got {type(graph).__name__}")
     _check_attrs("graph", graph.graph, GRAPH_ATTRS)
+    _check_optional("graph", graph.graph, OPTIONAL_GRAPH_ATTRS)
     _check_version(graph.graph["schema_version"])
     for node, attrs in graph.nodes(data=True):
         _check_node(graph, node, attrs)

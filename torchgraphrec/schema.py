@@ -94,6 +94,25 @@ Values
       started and finished their backward (recorded with ``backward=True``).
     * ``collapsed`` on layers and ``count`` on edges: written by
       :func:`~torchgraphrec.collapse`.
+
+Costs
+    What running the model cost, on ops and layer calls (a layer's numbers include
+    everything inside it), where recorded:
+
+    * ``flops`` and ``backward_flops`` (int): floating-point operations by PyTorch's own
+      formulas (``torch.utils.flop_counter``), counted at the ATen level under the op that
+      ran them, with ``flops=True``; attention counts the same whichever kernel ran. The
+      graph attributes of the same names hold the model's totals.
+    * ``saved_bytes`` (int): the bytes autograd saved for the backward while it ran (each
+      storage once, at its full size; the storages of parameters and of the model's inputs
+      not counted), recorded in grad mode. The graph attribute holds the total: what a
+      training step keeps between forward and backward.
+    * ``forward_ms`` and ``self_ms`` (float): the recorded forward's time, inclusive, and
+      excluding the calls and ops inside; ``backward_ms`` (float) where a backward was
+      recorded. Recorded times include the recorder's own work.
+    * ``bytes`` (int) on tensor and param nodes: ``numel`` times the element size;
+      ``output_bytes`` and ``param_bytes`` (int) on layers: what a call returned, and its
+      module's parameters (nested ones included).
 """
 
 from __future__ import annotations
@@ -113,9 +132,10 @@ __all__ = [
     "GRAPH_ATTRS",
     "OPTIONAL_NODE_ATTRS",
     "OPTIONAL_EDGE_ATTRS",
+    "OPTIONAL_GRAPH_ATTRS",
 ]
 
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "2.1"
 
 
 class NodeKind(str, enum.Enum):
@@ -252,12 +272,27 @@ _BACKWARD_TIMES: Mapping[str, Check] = {
     "t_backward_end_ns": _is_count,
 }
 
+def _is_ms(value: object) -> bool:
+    return isinstance(value, float) and value >= 0
+
+
+_COSTS: Mapping[str, Check] = {
+    "flops": _is_count, "backward_flops": _is_count, "saved_bytes": _is_count,
+    "forward_ms": _is_ms, "self_ms": _is_ms, "backward_ms": _is_ms,
+}
+
 #: Attributes a node may have, by kind, checked where present.
 OPTIONAL_NODE_ATTRS: Mapping[str, Mapping[str, Check]] = {
-    NodeKind.LAYER.value: {**_BACKWARD_TIMES, "collapsed": _is_count},
-    NodeKind.TENSOR.value: {"name": _is_str, "nested": _is_bool},
-    NodeKind.PARAM.value: {},
-    NodeKind.OP.value: {**_BACKWARD_TIMES, "shape": _is_shape, "dtype": _is_str},
+    NodeKind.LAYER.value: {**_BACKWARD_TIMES, **_COSTS, "collapsed": _is_count,
+                           "output_bytes": _is_count, "param_bytes": _is_count},
+    NodeKind.TENSOR.value: {"name": _is_str, "nested": _is_bool, "bytes": _is_count},
+    NodeKind.PARAM.value: {"bytes": _is_count},
+    NodeKind.OP.value: {**_BACKWARD_TIMES, **_COSTS, "shape": _is_shape, "dtype": _is_str},
+}
+
+#: Graph attributes that may be present, checked where present: the model's cost totals.
+OPTIONAL_GRAPH_ATTRS: Mapping[str, Check] = {
+    "flops": _is_count, "backward_flops": _is_count, "saved_bytes": _is_count,
 }
 
 #: Attributes an edge may have, checked where present.

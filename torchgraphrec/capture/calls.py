@@ -85,6 +85,7 @@ class CallTracker:
         self.failure: BaseException | None = None
         self.done = False  # set to stop recording (after the first forward, say)
         self.call_edges = False  # edges tensor -> layer -> tensor (no ops recorded)
+        self._fed: set[int] = set()  # tensor records with an edge from the call that made them
         self.switch: Any = None  # a FastPathSwitch, where ops are recorded
         self.keep_grad_fns = False  # keep the model outputs' grad_fn (for the backward clock)
         self.output_grad_fns: list[Any] = []
@@ -247,15 +248,23 @@ class CallTracker:
         return refs
 
     def _edges_into(self, index: int, inputs: list, t: int) -> None:
-        events = self.events
+        """Without ops: each tensor the call received, and what the caller's own code made
+        of those (a residual sum, a flatten in its forward) from the caller."""
+        events, fed = self.events, self._fed
+        caller = events.calls[index].parent
         for ref in dict.fromkeys(inputs):
-            if type(ref) is int:
-                events.boundary_edges.append((ref, ("call", index), events.next_seq(), t))
+            if type(ref) is not int:
+                continue
+            if caller >= 0 and ~ref not in fed and events.tensors[~ref][6] == caller:
+                fed.add(~ref)
+                events.boundary_edges.append((("call", caller), ref, events.next_seq(), t))
+            events.boundary_edges.append((ref, ("call", index), events.next_seq(), t))
 
     def _edges_out(self, index: int, outputs: list, t: int) -> None:
-        events = self.events
+        events, fed = self.events, self._fed
         for ref in dict.fromkeys(outputs):
-            if type(ref) is int and events.tensors[~ref][6] == index:
+            if type(ref) is int and ~ref not in fed and events.tensors[~ref][6] == index:
+                fed.add(~ref)
                 events.boundary_edges.append((("call", index), ref, events.next_seq(), t))
 
     def _note(self, exc: BaseException | None, index: int) -> None:

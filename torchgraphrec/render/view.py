@@ -191,6 +191,8 @@ class _ViewBuilder:
                 continue  # drawn once, by the run's first repeat
             if self.kind[source] == "param" and self._visible(source) != source:
                 continue  # a parameter counted in its box is not data flowing out of it
+            if target in self.unproduced and source == self.graph.nodes[target]["parent"]:
+                continue  # "the call made it" is where the tensor is drawn, not an edge
             if self.graph.nodes[source].get("role") == "output":
                 # a model output the model also used: the use comes from where it was made,
                 # the output node stays the drawing's end
@@ -207,10 +209,10 @@ class _ViewBuilder:
 
 
 def _unproduced(graph: nx.DiGraph, boxes: set[str]) -> set[str]:
-    """Tensors that a drawn cluster's own code computed, recorded without ops: no edge says
-    where from (``ops="none"`` records calls and their boundary tensors only, and marks
-    such a tensor ``constant``: it cannot tell it from one the code did not compute)."""
+    """Tensors that a drawn cluster's own code computed, recorded without ops: only the
+    edge from that call says where they come from (``ops="none"`` records calls and their
+    boundary tensors), so they are drawn where they were made."""
     return {node for node, attrs in graph.nodes(data=True)
             if attrs["kind"] == "tensor" and attrs["role"] != "input"
             and attrs["parent"] is not None and attrs["parent"] not in boxes
-            and not graph.in_degree(node)}
+            and set(graph.predecessors(node)) <= {attrs["parent"]}}
