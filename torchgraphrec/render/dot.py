@@ -202,22 +202,31 @@ class _DotWriter:
 
     def _node_line(self, node: str) -> str:
         name = self.names[node] = f"n{len(self.names)}"
-        attrs = self.view.folded.nodes[node]
+        own, extra, tail = self.node_parts(node)
+        group = " group=spine" if node in self.on_spine else ""
+        return f"\t{name} [{own} {self.styles[self.style_of(node)]}{group} {extra}{tail}]\n"
+
+    def style_of(self, node: str) -> str:
+        """The theme entry a drawn node is styled by: its kind, or ``model_tensor``."""
         kind = self.view.kind(node)
-        style = "model_tensor" if kind == "tensor" and attrs.get("role") in (
-            "input", "output") else kind
+        role = self.view.folded.nodes[node].get("role")
+        return "model_tensor" if kind == "tensor" and role in ("input", "output") else kind
+
+    def node_parts(self, node: str) -> tuple[str, str, str]:
+        """A node statement's own attributes around its kind's shared style (and its
+        ``group``, where the graphviz package's sorted attributes put it): label, class and
+        id; tooltip and width; colour. The report's page composes statements from them
+        (see :mod:`torchgraphrec.render.describe`)."""
         lines, tooltip = node_text(self.view, node, self.options)
         extra = {"tooltip": labels.join(*tooltip.split("\n"))}
-        font, size = self.fonts[style]
+        font, size = self.fonts[self.style_of(node)]
         self.widths[node] = max(text_width(line, font, size) for line in lines) + 144 * self.margin
         if any(needs_width(line) for line in lines):
             extra["width"] = f"{self.widths[node] / 72:.2f}"
-        if node in self.on_spine:
-            extra["group"] = "spine"
         # ids from labels.xml_id hold no quote or backslash, so they are quoted as they are
-        return (f"\t{name} [label={quote(labels.join(*lines))} "
-                f"class=\"tgr-{kind}\" id=\"{labels.xml_id('n', node)}\" {self.styles[style]}"
-                f" {_attrs(extra)[2:-1]}{self._colored(node)}]\n")
+        own = (f"label={quote(labels.join(*lines))} class=\"tgr-{self.view.kind(node)}\" "
+               f"id=\"{labels.xml_id('n', node)}\"")
+        return own, _attrs(extra)[2:-1], self._colored(node)
 
     def _end(self, node: str, last: bool) -> tuple[str, str]:
         """The DOT node an edge ends at, and for a cluster the attribute naming it."""

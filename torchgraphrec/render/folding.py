@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 import networkx as nx
@@ -11,7 +12,18 @@ from torchgraphrec.render.fold import Run, chained, find_runs, signatures, split
 if TYPE_CHECKING:
     from torchgraphrec.render.view import View
 
-__all__ = ["Folder", "param_shapes"]
+__all__ = ["Folder", "FoldedRun", "param_shapes"]
+
+
+@dataclass
+class FoldedRun:
+    """One folded run: its parent call, the calls of each repeat, and where the nodes of
+    its later repeats go (``fold_to``; ``dropped``: parameters with no counterpart)."""
+
+    parent: Optional[str]
+    calls: list[list[str]]
+    fold_to: dict[str, str] = field(default_factory=dict)
+    dropped: set[str] = field(default_factory=set)
 
 
 def param_shapes(graph: nx.DiGraph) -> dict[str, tuple]:
@@ -39,9 +51,13 @@ class Folder:
         self.fold_to: dict[str, str] = {}
         self.repeat_of: dict[str, dict[int, int]] = {}
         self.dropped: set[str] = set()
+        self.runs: list[FoldedRun] = []
 
-    def fold(self, view: "View") -> None:
-        """Fold every run of identical, chained sibling calls, outermost first."""
+    def fold(self, view: "View", *, inside_repeats: bool = False) -> None:
+        """Fold every run of identical, chained sibling calls, outermost first.
+
+        With ``inside_repeats``, runs inside the later repeats of a folded run are found
+        too (each in :attr:`runs`): the report's page unfolds runs one by one."""
         layers = sorted((n for n in reversed(self.order) if self.kind[n] == "layer"),
                         key=lambda n: -self.graph.nodes[n]["depth"])
         shapes = param_shapes(self.source)
@@ -50,7 +66,7 @@ class Folder:
         outermost_first = sorted(self.children, key=lambda n: -1 if n is None
                                  else self.graph.nodes[n]["depth"])
         for parent in outermost_first:
-            if parent in self.fold_to:
+            if parent in self.fold_to and not inside_repeats:
                 continue  # inside a repeat already drawn by its first copy
             calls = [c for c in self.children[parent] if self.kind[c] == "layer"]
             for found in find_runs([signed[c] for c in calls]):
@@ -78,8 +94,10 @@ class Folder:
         repeats = [self._subtree(list(run.repeat(calls, k))) for k in range(run.count)]
         if any(len(nodes) != len(repeats[0]) for nodes in repeats) or not self._closed(repeats):
             return
-        self._fold_run(view, len(view.groups) + len(view.repeats), repeats)
         block = list(run.repeat(calls, 0))
+        self.runs.append(FoldedRun(parent, [list(run.repeat(calls, k))
+                                            for k in range(run.count)]))
+        self._fold_run(view, len(view.groups) + len(view.repeats), repeats)
         if run.period == 1:
             view.repeats[block[0]], view.last[block[0]] = run.count, last
         else:
@@ -144,7 +162,7 @@ class Folder:
             for node, counterpart in zip(nodes, repeats[0]):
                 if self.graph.nodes[node].get("role") == "output":
                     continue  # a model output stays itself, outside the model
-                self.fold_to[node] = counterpart
+                self.fold_to[node] = self.runs[-1].fold_to[node] = counterpart
                 self.repeat_of.setdefault(node, {})[run_id] = k
                 self._fold_params(node, counterpart)
 
@@ -155,9 +173,10 @@ class Folder:
         theirs = [c for c in self.children.get(counterpart, ()) if self.kind[c] == "param"]
         for index, param in enumerate(own):
             if index < len(theirs):
-                self.fold_to[param] = theirs[index]
+                self.fold_to[param] = self.runs[-1].fold_to[param] = theirs[index]
             else:
                 self.dropped.add(param)
+                self.runs[-1].dropped.add(param)
 
     def canonical(self, node: Any) -> Any:
         """The node that draws ``node``: its counterpart in the first repeat of every run

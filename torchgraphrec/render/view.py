@@ -13,7 +13,7 @@ from torchgraphrec.render.folding import Folder
 from torchgraphrec.render.options import AUTO, RenderOptions
 from torchgraphrec.render.passthrough import wire_pass_through
 
-__all__ = ["View", "build_view", "AUTO_NODES"]
+__all__ = ["View", "build_view", "folder_at", "AUTO_NODES"]
 
 #: ``depth="auto"`` draws the deepest level whose drawing has at most this many nodes.
 AUTO_NODES = 60
@@ -95,9 +95,22 @@ def _uniform(view: View) -> bool:
 
 
 def _build(graph: nx.DiGraph, options: RenderOptions) -> View:
+    return _builder(graph, options).build()
+
+
+def _builder(graph: nx.DiGraph, options: RenderOptions) -> "_ViewBuilder":
     depth = options.depth  # a number or None: build_view resolved "auto"
     folded = graph if depth is None else _keep_model_outputs(graph, collapse(graph, depth))
-    return _ViewBuilder(graph, folded, options).build()
+    return _ViewBuilder(graph, folded, options)
+
+
+def folder_at(wired: nx.DiGraph, options: RenderOptions) -> tuple[Folder, set[str]]:
+    """The :class:`Folder` of the drawing at ``options.depth`` (a number or ``None``) of a
+    graph whose pass-through calls are wired, with every run folded, those inside later
+    repeats too, and the calls drawn as boxes there: what the report's page folds."""
+    builder = _builder(wired, options)
+    builder.folder.fold(View(wired, builder.graph, options.depth), inside_repeats=True)
+    return builder.folder, builder.boxes
 
 
 def _keep_model_outputs(source: nx.DiGraph, folded: nx.DiGraph) -> nx.DiGraph:
@@ -176,7 +189,9 @@ class _ViewBuilder:
     def _keep_order(self) -> None:
         """Keep each unproduced tensor below the drawn node that ran last before it."""
         inside = self.view.inside()
-        for node in self.unproduced & set(self.view.nodes):
+        # in seq order: a set's order changes from one run of Python to the next
+        for node in sorted(self.unproduced & set(self.view.nodes),
+                           key=lambda n: self.graph.nodes[n]["seq"]):
             seq = self.graph.nodes[node]["seq"]
             members = inside.get(self.view.parent.get(node), set(self.view.nodes))
             before = [n for n in members if self.graph.nodes[n]["seq"] < seq and n != node]

@@ -1,0 +1,377 @@
+/* torchgraphrec report: the composer. DOT for any state from Python's drawing description
+   (render/describe.py): it picks a form per element and lifts edges to what is drawn, in the
+   DOT writer's order, so that a state a static drawing can express gives to_dot's bytes. */
+"use strict";
+
+/* What the page derives once from the description: children, run lookups, model outputs. */
+function tgrPrepare(D) {
+  const n = D.ids.length;
+  const children = Array.from({length: n}, () => []);
+  D.parent.forEach((p, i) => { if (p >= 0) children[p].push(i); });
+  const isOut = new Uint8Array(n), maybeMade = new Uint8Array(n);
+  D.out.forEach((i) => { isOut[i] = 1; });
+  D.unproduced.forEach((i) => { maybeMade[i] = 1; });
+  const foldTo = new Map(), droppedBy = new Map(), leaderOf = new Map(), groupOf = new Map();
+  const repeatOf = new Map();
+  D.runs.forEach((run, r) => {
+    run.count = run.calls.length / run.period;
+    for (let k = 0; k < run.fold.length; k += 2) {
+      if (!foldTo.has(run.fold[k])) foldTo.set(run.fold[k], []);
+      foldTo.get(run.fold[k]).push([run.fold[k + 1], r]);
+    }
+    run.dropped.forEach((i) => droppedBy.set(i, r));
+    const firstBlock = run.calls.slice(0, run.period);
+    if (run.period === 1) pushTo(leaderOf, firstBlock[0], r);
+    else firstBlock.forEach((c) => pushTo(groupOf, c, r));
+    run.calls.forEach((call, position) => {
+      const k = Math.floor(position / run.period), stack = [call];
+      while (stack.length) {
+        const i = stack.pop();
+        if (D.kind[i] === "P" || (k > 0 && isOut[i])) continue;
+        pushTo(repeatOf, i, [r, k]);
+        stack.push(...children[i]);
+      }
+    });
+  });
+  return {D, n, children, isOut, maybeMade, foldTo, droppedBy, leaderOf, groupOf, repeatOf};
+}
+
+function pushTo(map, key, value) {
+  if (!map.has(key)) map.set(key, []);
+  map.get(key).push(value);
+}
+
+/* Python's "%.2f": round half to even where the value is exactly halfway. */
+function tgrFixed2(x) {
+  const scaled = x * 100, floor = Math.floor(scaled);
+  if (scaled - floor === 0.5 && Number.isInteger(x * 8)) return ((floor % 2 ? floor + 1 : floor) / 100).toFixed(2);
+  return x.toFixed(2);
+}
+
+/* state: {open: Set of call indices, unfolded: Set of run indices, fold, tensors, params,
+   ops, leaves, rankdir, side ("both" | "a" | "b")}. */
+function tgrCompose(P, state) {
+  const {D, n, children} = P;
+  const absentStatus = state.side === "a" ? "added" : state.side === "b" ? "removed" : null;
+  const status = D.status || [];
+  const absent = (i) => absentStatus !== null && status[i] === absentStatus;
+  const isCluster = (l) => D.kind[l] === "L" && state.open.has(l) && (D.needs[l] === 2 || (D.needs[l] === 1 && state.leaves));
+  const folded = tgrFoldedRuns(P, state, isCluster);
+  const canonical = (i) => {
+    for (let moved = true; moved;) {
+      moved = false;
+      for (const [to, r] of P.foldTo.get(i) || []) if (folded[r]) { i = to; moved = true; break; }
+    }
+    return i;
+  };
+  const shown = {T: state.tensors, P: state.params, O: state.ops};
+  const vis = new Int32Array(n);
+  const chain = [];
+  for (let i = 0; i < n; i++) vis[i] = visibleOf(i);
+  function visibleOf(i) {
+    if (absent(i)) return -2;
+    if (P.droppedBy.has(i) && folded[P.droppedBy.get(i)]) return -1;
+    if (D.kind[i] === "M") return i;  // the model's inputs and outputs are always drawn
+    chain.length = 0;
+    for (let a = D.parent[i]; a >= 0; a = D.parent[a]) chain.push(a);
+    for (let k = chain.length - 1; k >= 0; k--) {
+      const a = canonical(chain[k]);
+      if (!isCluster(a)) return a;
+    }
+    const j = canonical(i);
+    if (D.kind[j] === "L") return j;
+    if (P.maybeMade[j] && D.parent[j] >= 0) return j;  // made by its open call's own code
+    return shown[D.kind[j]] ? j : -1;
+  }
+  // a tensor its call's own code made (recorded without ops), where that call is a cluster
+  const made = new Uint8Array(n);
+  for (const i of D.unproduced) {
+    const p = D.parent[i];
+    made[i] = vis[i] === i && vis[p] === p && isCluster(p) ? 1 : 0;
+  }
+  const placed = tgrPlace(P, state, folded, canonical, vis, isCluster);
+  placed.made = made;
+  const lifted = tgrLift(P, state, folded, canonical, vis, placed, absent);
+  return tgrWrite(P, state, folded, placed, lifted);
+}
+
+/* Which runs are drawn once: folding on, not unfolded by the reader, valid at the reach of
+   what is open inside the first repeat (Python folds it at a cut of that reach), and not
+   overlapping a run already chosen. */
+function tgrFoldedRuns(P, state, isCluster) {
+  const {D} = P;
+  const folded = new Uint8Array(D.runs.length), taken = new Set();
+  if (!state.fold) return folded;
+  const flag = state.leaves ? "1" : "0";
+  D.runs.forEach((run, r) => {
+    if (state.unfolded.has(r) || run.calls.some((c) => taken.has(c))) return;
+    let deepest = -1;
+    const stack = run.calls.slice(0, run.period);
+    while (stack.length) {
+      const i = stack.pop();
+      if (D.kind[i] !== "L") continue;
+      const open = isCluster(i);
+      deepest = Math.max(deepest, D.depth[i] + (open ? 1 : 0));
+      if (open) stack.push(...P.children[i]);
+    }
+    if (!run.valid[flag].includes(deepest)) return;
+    folded[r] = 1;
+    run.calls.forEach((c) => taken.add(c));
+  });
+  return folded;
+}
+
+/* Nodes and clusters in the DOT writer's order; groups (runs of several calls) first. */
+function tgrPlace(P, state, folded, canonical, vis, isCluster) {
+  const {D, n} = P;
+  const nodes = [], clusters = [], parentOf = new Map();
+  const groupOfRun = (i) => (P.groupOf.get(i) || []).find((r) => folded[r]);
+  for (let i = 0; i < n; i++) {
+    if (vis[i] !== i || canonical(i) !== i) continue;
+    let parent = P.isOut[i] ? -1 : D.parent[i];
+    const g = groupOfRun(i);
+    if (g !== undefined) parent = "g" + g;
+    parentOf.set(i, parent);
+    if (D.kind[i] === "L" && isCluster(i)) clusters.push(i); else nodes.push(i);
+  }
+  const groups = [];
+  D.runs.forEach((run, r) => {
+    if (run.period > 1 && folded[r] && parentOf.has(run.calls[0])) {
+      groups.push("g" + r);
+      parentOf.set("g" + r, D.parent[run.calls[0]]);
+    }
+  });
+  const leading = (i) => (P.leaderOf.get(i) || []).find((r) => folded[r]);
+  return {nodes, clusters, groups, parentOf, leading};
+}
+
+/* A directed graph kept in insertion order, as networkx keeps it, so that edges come out in
+   the order the DOT writer writes them. */
+class TgrGraph {
+  constructor() { this.succ = new Map(); this.pred = new Map(); }
+  addNode(x) { if (!this.succ.has(x)) { this.succ.set(x, new Map()); this.pred.set(x, new Map()); } }
+  addEdge(s, t, marks) {
+    this.addNode(s); this.addNode(t);
+    const old = this.succ.get(s).get(t);
+    const merged = old && marks ? new Set([...old, ...marks]) : (old || marks || null);
+    this.succ.get(s).set(t, merged);
+    this.pred.get(t).set(s, merged);
+  }
+  removeEdge(s, t) { this.succ.get(s).delete(t); this.pred.get(t).delete(s); }
+  removeNode(x) {
+    for (const t of this.succ.get(x).keys()) this.pred.get(t).delete(x);
+    for (const s of this.pred.get(x).keys()) this.succ.get(s).delete(x);
+    this.succ.delete(x); this.pred.delete(x);
+  }
+  edges() {
+    const found = [];
+    for (const [s, targets] of this.succ) for (const [t, marks] of targets) found.push([s, t, marks]);
+    return found;
+  }
+  /* networkx's topological_sort: generations of nodes whose predecessors are all done. */
+  topological() {
+    const indegree = new Map(), order = [];
+    let zero = [];
+    for (const [x, preds] of this.pred) { if (preds.size) indegree.set(x, preds.size); else zero.push(x); }
+    while (zero.length) {
+      const generation = zero;
+      zero = [];
+      for (const x of generation) {
+        order.push(x);
+        for (const t of this.succ.get(x).keys()) {
+          const left = indegree.get(t) - 1;
+          if (left === 0) { zero.push(t); indegree.delete(t); } else indegree.set(t, left);
+        }
+      }
+    }
+    return order;
+  }
+}
+
+/* The drawn edges: recorded edges lifted to what draws their ends, hidden ends bridged,
+   edges at a cluster that a node inside it carries dropped (render/edges.py). */
+function tgrLift(P, state, folded, canonical, vis, placed, absent) {
+  const {D} = P;
+  const graph = new TgrGraph(), hidden = new Set();
+  placed.nodes.forEach((i) => graph.addNode(i));
+  placed.clusters.forEach((i) => graph.addNode(i));
+  const insideRun = (s, t) => {
+    const a = P.repeatOf.get(s), b = P.repeatOf.get(t);
+    if (!a || !b) return false;
+    for (const [r, k] of a) {
+      if (!folded[r]) continue;
+      for (const [r2, k2] of b) if (r2 === r && (k !== k2 || k > 0)) return true;
+    }
+    return false;
+  };
+  const made = (i) => placed.made[i] === 1;
+  const edgeStatus = D.edge_status, E = D.edges;
+  const dropped = state.side === "a" ? "added" : state.side === "b" ? "removed" : null;
+  for (let e = 0; e < E.length; e += 2) {
+    const s = E[e], t = E[e + 1];
+    if (absent(s) || absent(t) || (edgeStatus && edgeStatus[e / 2] === dropped)) continue;
+    if (insideRun(s, t)) continue;  // drawn once, by the run's first repeat
+    if (D.kind[s] === "P" && vis[s] !== s) continue;  // counted in its box, not flowing
+    if (made(t) && s === D.parent[t]) continue;
+    let a = vis[s], b = vis[t];
+    if (a < 0) { a = canonical(s); hidden.add(a); }
+    if (b < 0) { b = canonical(t); hidden.add(b); }
+    if (a !== b) graph.addEdge(a, b, edgeStatus ? [edgeStatus[e / 2]] : null);
+  }
+  for (const x of graph.topological()) {
+    if (!hidden.has(x)) continue;
+    const preds = [...graph.pred.get(x)], succs = [...graph.succ.get(x)];
+    for (const [s, m1] of preds) for (const [t, m2] of succs) {
+      if (s !== t) graph.addEdge(s, t, m1 && m2 ? [...m1, ...m2] : null);
+    }
+    graph.removeNode(x);
+  }
+  const inside = tgrInside(placed);
+  const carried = (other, members, neighbours) =>
+    members.has(other) || [...neighbours.get(other).keys()].some((x) => members.has(x));
+  for (const [s, t] of graph.edges()) {
+    if (inside.has(s) && carried(t, inside.get(s), graph.pred)) graph.removeEdge(s, t);
+    else if (inside.has(t) && carried(s, inside.get(t), graph.succ)) graph.removeEdge(s, t);
+  }
+  return {edges: graph.edges(), inside};
+}
+
+/* Each cluster's drawn nodes, nested clusters' included: clusters first, then groups. */
+function tgrInside(placed) {
+  const inside = new Map();
+  for (const c of [...placed.clusters, ...placed.groups]) inside.set(c, new Set());
+  for (const i of placed.nodes) {
+    for (let c = placed.parentOf.get(i); c !== -1 && c !== undefined; c = placed.parentOf.get(c)) inside.get(c).add(i);
+  }
+  return inside;
+}
+
+/* networkx's dag_longest_path over the drawn flow, parameters left out (render/spine.py). */
+function tgrSpine(P, placed, edges) {
+  const {D} = P, flow = new TgrGraph();
+  placed.nodes.forEach((i) => { if (D.kind[i] !== "P") flow.addNode(i); });
+  let count = 0;
+  for (const [s, t] of edges) if (flow.succ.has(s) && flow.succ.has(t)) { flow.addEdge(s, t); count++; }
+  if (!count) return [];
+  const dist = new Map();
+  for (const v of flow.topological()) {
+    let best = null;
+    for (const u of flow.pred.get(v).keys()) {
+      const length = dist.get(u)[0] + 1;
+      if (best === null || length > best[0]) best = [length, u];
+    }
+    dist.set(v, best === null || best[0] < 0 ? [0, v] : best);
+  }
+  let v = null, longest = -1;
+  for (const [x, [length]] of dist) if (length > longest) { longest = length; v = x; }
+  const path = [];
+  for (let u = null; u !== v;) { path.push(v); u = v; v = dist.get(v)[1]; }
+  return path.reverse();
+}
+
+const TGR_STYLE = {L: "box", T: "tensor", M: "model_tensor", P: "param", O: "op"};
+
+/* The DOT text, line for line as render/dot.py writes it. */
+function tgrWrite(P, state, folded, placed, lifted) {
+  const {D} = P, {nodes, clusters, groups, parentOf, leading} = placed;
+  const runOf = (c) => D.runs[+c.slice(1)];
+  const form = (i) => { const r = leading(i); return r === undefined ? null : D.runs[r]; };
+  const names = new Map(), width = new Map(), bodies = new Map([[-1, []]]);
+  const clusterNames = new Map([...groups, ...clusters].map((c, k) => [c, "cluster_" + k]));
+  for (const c of clusterNames.keys()) bodies.set(c, []);
+  const edges = lifted.edges;
+  const spine = new Set(tgrSpine(P, placed, edges));
+  for (const i of nodes) {
+    const name = "n" + names.size, run = form(i);
+    names.set(i, name);
+    width.set(i, run ? run.width : D.width[i]);
+    const group = spine.has(i) ? " group=spine" : "";
+    bodies.get(parentOf.get(i)).push(`\t${name} [${run ? run.own : D.own[i]} ${D.styles[TGR_STYLE[D.kind[i]]]}${group} ${run ? run.extra : D.extra[i]}]\n`);
+  }
+  if (state.rankdir === "TB" || state.rankdir === "BT") tgrSpacers(P, placed, lifted, spine, names, width, bodies, form);
+  tgrBeside(P, placed, edges, names, bodies);
+  const depthOf = (c) => { let d = 0; for (let p = parentOf.get(c); p !== -1; p = parentOf.get(p)) d++; return d; };
+  const position = (c) => typeof c === "string" ? runOf(c).calls[0] : c;
+  const order = [...clusterNames.keys()].map((c) => [depthOf(c), position(c), c]).sort((a, b) => b[0] - a[0] || a[1] - b[1]);
+  for (const [, , c] of order) {
+    const run = typeof c === "string" ? runOf(c) : form(c);
+    const attrs = typeof c === "string" ? run.group : run ? run.cluster : D.cluster[c];
+    const inner = bodies.get(c).map((line) => "\t" + line);
+    bodies.get(parentOf.get(c)).push(`\tsubgraph ${clusterNames.get(c)} {\n\t\tgraph${attrs}\n`, ...inner, "\t}\n");
+  }
+  const lines = edges.map(([s, t]) => tgrEdgeLine(P, s, t, names, clusterNames, lifted.inside));
+  const invisible = tgrOrder(P, placed, lifted.inside).map(([a, b]) => `\t${names.get(a)} -> ${names.get(b)} [style=invis]\n`);
+  const head = D.head.replace(/rankdir=[A-Z]+/, "rankdir=" + state.rankdir);
+  const dot = head + bodies.get(-1).join("") + lines.join("") + invisible.join("") + "}\n";
+  return {dot, placed, edges, names, clusterNames, folded};
+}
+
+function tgrEdgeLine(P, s, t, names, clusterNames, inside) {
+  const {D} = P;
+  const end = (x, last) => {
+    if (!clusterNames.has(x)) return [names.get(x), ""];
+    const members = [...inside.get(x)].sort((a, b) => a - b);
+    return [names.get(last ? members[members.length - 1] : members[0]), ` ${last ? "ltail" : "lhead"}=${clusterNames.get(x)}`];
+  };
+  const param = D.kind[s] === "P";
+  const [tail, tailAttr] = end(s, true), [head, headAttr] = end(t, false);
+  return `\t${tail} -> ${head} [class="tgr-${param ? "param" : "flow"}" id="e-${D.xid[s]}--${D.xid[t]}"` +
+    `${param ? " style=dashed arrowhead=none" : ""}${tailAttr}${headAttr}]\n`;
+}
+
+/* Invisible spacers left of each cluster's entry node, so that its title ends before the
+   flow comes in (render/dot.py, render/spine.py). */
+function tgrSpacers(P, placed, lifted, spine, names, width, bodies, form) {
+  const {D} = P, {inside} = lifted, found = new Map();
+  for (const i of spine) for (const [c, members] of inside) if (members.has(i) && !found.has(c)) found.set(c, i);
+  const fed = new Map();
+  for (const [s, t] of lifted.edges) fed.set(t, s);
+  for (const [c, members] of inside) {
+    if (found.has(c)) continue;
+    const order = [...members].sort((a, b) => a - b);
+    const outside = order.filter((i) => fed.has(i) && !members.has(fed.get(i)));
+    if (outside.length || order.length) found.set(c, (outside.length ? outside : order)[0]);
+  }
+  const needed = new Map();
+  for (const [c, i] of found) {
+    const title = typeof c === "string" ? D.runs[+c.slice(1)].title : (form(c) || {title: D.title[c]}).title;
+    needed.set(i, Math.max(needed.get(i) || 0, title));
+  }
+  const sorted = [...needed].sort((a, b) => (names.get(a[0]) < names.get(b[0]) ? -1 : 1));
+  sorted.forEach(([i, title], index) => {
+    const gap = title - width.get(i) / 2;
+    if (gap <= 0) return;
+    bodies.get(placed.parentOf.get(i)).push(
+      `\ts${index} [label="" class="tgr-spacer" id="s-${index}" style=invis fixedsize=true height=0.01 width=${tgrFixed2(gap / 72)}]\n` +
+      `\t{rank=same; s${index} -> ${names.get(i)} [style=invis]}\n`);
+  });
+}
+
+/* Each drawn parameter on one rank with the first op it feeds in its cluster. */
+function tgrBeside(P, placed, edges, names, bodies) {
+  const {D} = P, targets = new Map();
+  for (const [s, t] of edges) pushTo(targets, s, t);
+  const pairs = new Map();
+  for (const i of placed.nodes) {
+    if (D.kind[i] !== "P") continue;
+    const cluster = placed.parentOf.get(i);
+    const near = (targets.get(i) || []).filter((t) => placed.parentOf.get(t) === cluster && D.kind[t] !== "P");
+    if (near.length) pushTo(pairs, cluster, [i, near[0]]);
+  }
+  for (const [cluster, found] of pairs) {
+    for (const [p, o] of found) bodies.get(cluster).push(`\t{rank=same; ${names.get(p)}; ${names.get(o)}}\n`);
+  }
+}
+
+/* A tensor its call's own code made stays below what ran last before it (render/view.py). */
+function tgrOrder(P, placed, inside) {
+  const all = new Set(placed.nodes), pairs = [];
+  for (const i of placed.nodes) {
+    if (!placed.made[i]) continue;
+    const members = inside.get(placed.parentOf.get(i)) || all;
+    let last = -1;
+    for (const m of members) if (m < i && m > last) last = m;
+    if (last >= 0) pairs.push([last, i]);
+  }
+  return pairs;
+}
