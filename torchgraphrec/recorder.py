@@ -56,6 +56,8 @@ class Recorder:
             ``"autograd"`` (the nodes autograd recorded, by autograd's names: for autograd
             debugging) or ``None`` (module calls and boundary tensors only, the cheapest).
         backward: also time backward passes run inside the block.
+        flops: count FLOPs (``flops``, ``backward_flops`` on ops and layer calls) with
+            PyTorch's own formulas; off by default, as it slows the block down.
         probes: :func:`~torchgraphrec.probe` s recording what flows through; their records
             are read with ``rec[qualname, site]`` and :meth:`frame`.
         memory_limit: bytes of whole tensors probes may keep; past it they keep statistics
@@ -73,14 +75,18 @@ class Recorder:
     """
 
     def __init__(self, model: nn.Module, *, ops: Optional[str] = "torch", backward: bool = True,
-                 probes: Sequence[Probe] = (), memory_limit: Optional[int] = None,
-                 graph: str = "all") -> None:
+                 flops: bool = False, probes: Sequence[Probe] = (),
+                 memory_limit: Optional[int] = None, graph: str = "all") -> None:
         self.model = check_model(model)
         self.ops = check_ops(ops)
         if graph not in ("all", "first"):
             raise ValueError(f"unknown graph: {graph!r} (must be one of ['all', 'first'])")
         self.graph_mode = graph
         self.backward = bool(backward)
+        if flops and self.ops != "torch":
+            raise ValueError(f"flops=True needs ops='torch' (FLOPs are counted under the ops "
+                             f"they belong to), got ops={ops!r}")
+        self.flops = bool(flops)
         self.probes = tuple(probes)
         if not all(isinstance(p, Probe) for p in self.probes):
             raise TypeError(f"probes must be made with torchgraphrec.probe(), got {probes!r}")
@@ -97,7 +103,8 @@ class Recorder:
         if self._capture is not None:
             raise RuntimeError("this Recorder has recorded already (a Recorder records one "
                                "with-block); make a new Recorder to record again")
-        capture = Capture(self.model, ops=self.ops, backward=self.backward, first_only=self.graph_mode == "first")
+        capture = Capture(self.model, ops=self.ops, backward=self.backward,
+                          first_only=self.graph_mode == "first", flops=self.flops)
         # selectors are resolved (and may refuse) before anything is attached
         engine = ProbeEngine(capture.table, self.probes, self.store) if self.probes else None
         self._capture, self._engine, self._open = capture, engine, True

@@ -117,7 +117,7 @@ def backward_loss(output: Any) -> Any:
 
 
 def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, *,
-           ops: str | None = "torch", backward: bool = False) -> Recording:
+           ops: str | None = "torch", backward: bool = False, flops: bool = False) -> Recording:
     """Run ``model(*args, **kwargs)`` once and record it.
 
     Args:
@@ -128,6 +128,8 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
             mode; ``"autograd"`` the nodes autograd recorded, by autograd's names;
             ``None`` module calls and boundary tensors only (the cheapest).
         backward: also back-propagate from :func:`backward_loss` of the output and time it.
+        flops: count FLOPs by PyTorch's own formulas (also of the backward, with
+            ``backward``); the schema's "Costs" say what is recorded where.
 
     Returns:
         A :class:`Recording` with the graph and the model's output.
@@ -155,7 +157,7 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
     # The collector stays off until the recorder's working records are gone, so that its
     # next pass sees only the graph, not everything made on the way to it.
     with gc_paused():
-        with Recorder(model, ops=ops, backward=backward) as recorder:
+        with Recorder(model, ops=ops, backward=backward, flops=flops) as recorder:
             output = model(*call_args, **call_kwargs)
             if backward:
                 backward_loss(output).backward()
