@@ -1,36 +1,43 @@
 """The interactive HTML report: one self-contained file, no network, works from ``file://``.
 
-The page holds one pre-rendered SVG per depth, the recording's data as JSON, and a small
-script of its own (pan and zoom, search, details, depth, collapse, a sortable table of calls
-and a timeline). Everything inserted is escaped: Graphviz escapes the drawings' text, jinja2
-the page's, and the JSON cannot close its script element.
+The page shows the static drawing of the opening view at once (graphviz-pure's SVG), then
+lays out every other view in the browser with the vendored viz-js (Graphviz in
+WebAssembly), composing its DOT from the drawing description of
+:mod:`~torchgraphrec.render.describe`. Everything inserted is escaped: Graphviz escapes the
+drawing's text, jinja2 the page's, and no JSON or script can close its element.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
 import re
+from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Optional
+from typing import Any
 
 import jinja2
 import networkx as nx
 
-from torchgraphrec.render import labels
+from torchgraphrec.render.describe import describe, opening_depth
 from torchgraphrec.render.dot import to_dot
 from torchgraphrec.render.engine import run_engine
 from torchgraphrec.render.options import RenderOptions
+from torchgraphrec.render.pagedata import colour_choices, facts, node_info
+from torchgraphrec.render.vendor import viz_js
 
-__all__ = ["to_html", "report_fragment", "MAX_VIEWS"]
+__all__ = ["to_html", "report_fragment", "SCRIPTS", "BIG_DRAWING"]
 
-#: At most this many drawings per report: the full one and the shallowest depths.
-MAX_VIEWS = 6
+#: The page's own scripts, in the order they are inlined.
+SCRIPTS = ("compose.js", "view.js", "paint.js", "search.js", "details.js", "tables.js",
+           "report.js")
+#: Above this many boxes and ops, the page asks before laying a view out (about 2 s).
+BIG_DRAWING = 1500
 _PROLOG = re.compile(r"^.*?(?=<svg)", re.S)
 _COMMENTS = re.compile(r"<!--.*?-->", re.S)
 _NAMESPACES = re.compile(r'\s+xmlns(:xlink)?="[^"]*"')
 _SIZE = re.compile(r'<svg width="[^"]*" height="[^"]*"')
+_CLOSING = re.compile(r"</(script|style)", re.I)
 
 
 def _inline_svg(svg: bytes) -> str:
@@ -41,67 +48,20 @@ def _inline_svg(svg: bytes) -> str:
 
 
 def _script_json(value: Any) -> str:
-    """JSON that cannot end its ``<script>`` element or open a comment."""
+    """JSON that cannot end its ``<script>`` element or open a comment.
+
+    >>> _script_json({"a": "</script><!--"})
+    '{"a":"\\\\u003c/script\\\\u003e\\\\u003c!--"}'
+    """
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _depths(graph: nx.DiGraph) -> list[Optional[int]]:
-    deepest = max((a["depth"] for _, a in graph.nodes(data=True) if a["kind"] == "layer"),
-                  default=0)
-    return [None] + list(range(min(deepest, MAX_VIEWS - 1)))
-
-
-def _views(graph: nx.DiGraph, options: RenderOptions) -> list[dict[str, Any]]:
-    views = []
-    for depth in _depths(graph):
-        settings = {**vars(options), "depth": depth}
-        svg = run_engine(to_dot(graph, **settings), "svg", options.engine)
-        views.append({"label": "all levels" if depth is None else f"depth {depth}",
-                      "svg": _inline_svg(svg)})
-    return views
-
-
-def _layer_rows(graph: nx.DiGraph) -> list[dict[str, Any]]:
-    rows = []
-    for node, attrs in graph.nodes(data=True):
-        if attrs["kind"] != "layer":
-            continue
-        outputs = [graph.nodes[t]["shape"] for t in attrs["outputs"] if t in graph.nodes]
-        rows.append({
-            "id": node, "qualname": attrs["qualname"] or "(root)", "type": attrs["type"],
-            "call": attrs["call_index"], "params": attrs["num_params"], "depth": attrs["depth"],
-            "output": ", ".join(labels.shape_text(shape) for shape in outputs),
-            "start": attrs["t_start_ns"], "end": attrs["t_end_ns"],
-            "bstart": attrs.get("t_backward_start_ns"), "bend": attrs.get("t_backward_end_ns"),
-        })
-    return rows
-
-
-def _data(graph: nx.DiGraph) -> dict[str, Any]:
-    nodes = {node: dict(attrs) for node, attrs in graph.nodes(data=True)}
-    svg_ids = {}
-    for node, attrs in nodes.items():
-        svg_ids[labels.xml_id("n", node)] = node
-        if attrs["kind"] == "layer":
-            svg_ids[labels.xml_id("c", node)] = node
-    return {"graph": dict(graph.graph), "nodes": nodes, "svg_ids": svg_ids,
-            "layers": _layer_rows(graph)}
-
-
-def _summary(graph: nx.DiGraph) -> dict[str, Any]:
-    counts = {kind: 0 for kind in ("layer", "op", "tensor", "param")}
-    for _, kind in graph.nodes(data="kind"):
-        counts[kind] += 1
-    roots = [a for _, a in graph.nodes(data=True) if a["kind"] == "layer" and a["parent"] is None]
-    return {
-        "model": graph.graph.get("model", "model"),
-        "params": labels.count_text(sum(a["num_params"] for a in roots[:1])) or "no parameters",
-        "torch_version": graph.graph.get("torch_version", "?"),
-        "forward_ms": sum(a["t_end_ns"] - a["t_start_ns"] for a in roots) / 1e6,
-        "counts": counts,
-        "written": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-    }
+def _raw(text: str, name: str) -> str:
+    """A script or style inlined as it is, refused if it could close its element."""
+    if _CLOSING.search(text) or "<!--" in text:
+        raise ValueError(f"{name} cannot be inlined: it holds '</script', '</style' or '<!--'")
+    return text
 
 
 @lru_cache(maxsize=None)
@@ -111,24 +71,57 @@ def _template(name: str) -> jinja2.Template:
     return environment.from_string((folder / name).read_text(encoding="utf-8"))
 
 
+@lru_cache(maxsize=None)
 def _asset(name: str) -> str:
-    return (resources.files("torchgraphrec.render") / "templates" / name).read_text("utf-8")
+    text = (resources.files("torchgraphrec.render") / "templates" / name).read_text("utf-8")
+    return _raw(text, name)
+
+
+def _config(graph: nx.DiGraph, options: RenderOptions, depth: Any) -> dict[str, Any]:
+    """The page's opening state and what its controls offer."""
+    layers = [a["depth"] for _, a in graph.nodes(data=True) if a["kind"] == "layer"]
+    return {
+        "preset": {"depth": depth, "tensors": options.include_tensors,
+                   "params": options.include_params, "ops": options.include_ops,
+                   "leaves": options.expand_leaves, "fold": options.fold_repeats,
+                   "rankdir": options.rankdir, "side": "both"},
+        "deepest": max(layers, default=0), "colour": colour_choices(graph, options.color_by),
+        "big": BIG_DRAWING, "diff": "diff_a_model" in graph.graph,
+        "sides": [graph.graph.get("diff_a_model", ""), graph.graph.get("model", "")],
+    }
 
 
 def report_fragment(graph: nx.DiGraph, *, element_id: str = "tgr", **options: Any) -> str:
-    """The report as an HTML fragment (a ``<div>`` with its style and script), for pages
-    and notebooks; ``element_id`` keeps several reports on one page apart."""
+    """The report as an HTML fragment (a ``<div>`` with its style and scripts), for pages;
+    ``element_id`` keeps several reports on one page apart. The options are those of
+    :class:`~torchgraphrec.render.options.RenderOptions`: the page opens as that static
+    drawing would be drawn (``depth="auto"`` picks the depth), and its controls change
+    every one of them but the theme and the label options.
+    """
     settings = RenderOptions.of(options)
+    depth = opening_depth(graph, settings)
+    opening = replace(settings, depth=depth, color_by=None)  # the page colours by itself
+    svg = run_engine(to_dot(graph, **vars(opening)), "svg", settings.engine)
+    drawing = describe(graph, settings)
+    if "diff_a_model" in graph.graph:
+        drawing["status"] = [graph.nodes[n].get("diff", "same") for n in drawing["ids"]]
     return _template("report.html.j2").render(
-        root_id=element_id, summary=_summary(graph), views=_views(graph, settings),
-        data_json=_script_json(_data(graph)), style=_asset("report.css"),
-        script=_asset("report.js"), fragment=True)
+        root_id=element_id, facts=facts(graph), svg=_inline_svg(svg),
+        drawing_json=_script_json(drawing),
+        data_json=_script_json(node_info(graph, drawing["ids"])),
+        config_json=_script_json(_config(graph, settings, depth)),
+        style=_asset("report.css"), viz=_raw(viz_js().text, "viz-global.js"),
+        script="\n".join(_asset(name) for name in SCRIPTS))
 
 
 def to_html(graph: nx.DiGraph, **options: Any) -> str:
-    """The report as a whole HTML page; the options are those of
-    :class:`~torchgraphrec.render.options.RenderOptions` (``depth`` is ignored: every depth
-    is drawn, up to :data:`MAX_VIEWS` drawings)."""
-    options.pop("depth", None)
+    """The report as a whole HTML page; see :func:`report_fragment` for the options.
+
+    >>> import torch, torchgraphrec
+    >>> rec = torchgraphrec.record(torch.nn.Linear(2, 2), torch.ones(1, 2))
+    >>> page = to_html(rec.graph)
+    >>> page.startswith("<!DOCTYPE html>"), "<script src" in page, "<link" in page
+    (True, False, False)
+    """
     body = report_fragment(graph, element_id="tgr", **options)
     return _template("page.html.j2").render(title=graph.graph.get("model", "model"), body=body)

@@ -1,7 +1,6 @@
 /* torchgraphrec report: the composer. DOT for any state from Python's drawing description
    (render/describe.py): it picks a form per element and lifts edges to what is drawn, in the
    DOT writer's order, so that a state a static drawing can express gives to_dot's bytes. */
-"use strict";
 
 /* What the page derives once from the description: children, run lookups, model outputs. */
 function tgrPrepare(D) {
@@ -55,7 +54,9 @@ function tgrCompose(P, state) {
   const absentStatus = state.side === "a" ? "added" : state.side === "b" ? "removed" : null;
   const status = D.status || [];
   const absent = (i) => absentStatus !== null && status[i] === absentStatus;
-  const isCluster = (l) => D.kind[l] === "L" && state.open.has(l) && (D.needs[l] === 2 || (D.needs[l] === 1 && state.leaves));
+  const leafOps = state.leafOps || new Set();
+  const isCluster = (l) => D.kind[l] === "L" && state.open.has(l) &&
+    (D.needs[l] === 2 || (D.needs[l] === 1 && (state.leaves || leafOps.has(l))));
   const folded = tgrFoldedRuns(P, state, isCluster);
   const canonical = (i) => {
     for (let moved = true; moved;) {
@@ -92,7 +93,8 @@ function tgrCompose(P, state) {
   const placed = tgrPlace(P, state, folded, canonical, vis, isCluster);
   placed.made = made;
   const lifted = tgrLift(P, state, folded, canonical, vis, placed, absent);
-  return tgrWrite(P, state, folded, placed, lifted);
+  const written = tgrWrite(P, state, folded, placed, lifted);
+  return {...written, vis, canonical, isCluster};
 }
 
 /* Which runs are drawn once: folding on, not unfolded by the reader, valid at the reach of
@@ -147,7 +149,7 @@ function tgrPlace(P, state, folded, canonical, vis, isCluster) {
 
 /* A directed graph kept in insertion order, as networkx keeps it, so that edges come out in
    the order the DOT writer writes them. */
-class TgrGraph {
+var TgrGraph = class {
   constructor() { this.succ = new Map(); this.pred = new Map(); }
   addNode(x) { if (!this.succ.has(x)) { this.succ.set(x, new Map()); this.pred.set(x, new Map()); } }
   addEdge(s, t, marks) {
@@ -186,7 +188,7 @@ class TgrGraph {
     }
     return order;
   }
-}
+};
 
 /* The drawn edges: recorded edges lifted to what draws their ends, hidden ends bridged,
    edges at a cluster that a node inside it carries dropped (render/edges.py). */
@@ -269,7 +271,7 @@ function tgrSpine(P, placed, edges) {
   return path.reverse();
 }
 
-const TGR_STYLE = {L: "box", T: "tensor", M: "model_tensor", P: "param", O: "op"};
+var TGR_STYLE = {L: "box", T: "tensor", M: "model_tensor", P: "param", O: "op"};
 
 /* The DOT text, line for line as render/dot.py writes it. */
 function tgrWrite(P, state, folded, placed, lifted) {

@@ -1,243 +1,295 @@
-/* torchgraphrec report: pan/zoom, search, details, depth, collapse, table, timeline.
-   Hand-written, no dependencies; user text is only ever set through textContent. */
+/* torchgraphrec report: the state (open calls, unfolded runs, options), the controls, the
+   re-layout, the URL fragment. Hand-written, no dependencies; text from the recording is
+   only ever set through textContent. */
+
 function tgrReport(root) {
-  "use strict";
-  const data = JSON.parse(root.querySelector("script.tgr-data").textContent);
-  const views = Array.from(root.querySelectorAll(".tgr-view"));
-  const svgs = views.map((view) => view.querySelector("svg"));
-  const fitted = svgs.map((svg) => svg.getAttribute("viewBox"));
-  const search = root.querySelector(".tgr-search");
-  const count = root.querySelector(".tgr-count");
-  const details = root.querySelector(".tgr-details");
-  const collapseButton = root.querySelector(".tgr-collapse");
-  const collapsed = new Set();
-  let current = 0;
-  let selected = null;
+  const R = {root, host: root.querySelector(".tgr-canvas"), cache: new Map(), busy: 0};
+  R.svg = R.host.querySelector("svg");
+  if (R.svg) R.svg.dataset.fitted = R.svg.getAttribute("viewBox");
+  R.config = JSON.parse(root.querySelector("script.tgr-config").textContent);
+  R.$ = (selector) => root.querySelector(selector);
+  tgrPanZoom(R);
+  // the first drawing is painted first; the data and the layout engine come after it
+  requestAnimationFrame(() => setTimeout(() => tgrStart(R), 0));
+  root.tgr = R;
+  return R;
+}
 
-  function readBox(svg) { return svg.getAttribute("viewBox").split(/[\s,]+/).map(Number); }
-  function setBox(svg, box) { svg.setAttribute("viewBox", box.join(" ")); }
-  function nodeOf(element) { return data.svg_ids[element.id]; }
-  function attrsOf(node) { return data.nodes[node] || {}; }
+function tgrStart(R) {
+  const read = (name) => JSON.parse(R.$("script." + name).textContent);
+  R.D = read("tgr-drawing");
+  R.info = read("tgr-data");
+  R.P = tgrPrepare(R.D);
+  R.byXid = new Map(R.D.xid.map((x, i) => [x, i]));
+  R.byId = new Map(R.D.ids.map((id, i) => [id, i]));
+  R.state = tgrPresetState(R, R.config.preset.depth);
+  R.colourBy = R.config.colour.start;
+  R.drawn = tgrCompose(R.P, R.state);  // what the static first drawing shows
+  R.cache.set(R.drawn.dot, R.svg);
+  R.saved = tgrCopyState(R.state);
+  const fromUrl = tgrReadUrl(R);
+  tgrControls(R);
+  tgrSearchSetup(R);
+  tgrTables(R);
+  R.onClick = (element) => tgrClicked(R, element);
+  R.onDouble = (element) => tgrDoubleClicked(R, element);
+  tgrIndexElements(R);
+  tgrDecorate(R, true);
+  if (fromUrl) tgrUpdate(R, null).then(() => { if (R.selected !== undefined) tgrSelect(R, R.selected, {reveal: true}); });
+  setTimeout(() => tgrViz(R).then(() => { R.root.dataset.engine = "ready"; }), 0);
+  R.root.dataset.ready = "true";
+}
 
-  function showView(index) {
-    views.forEach((view, k) => { view.hidden = k !== index; });
-    current = index;
-    applyCollapse();
-    runSearch();
+function tgrPresetState(R, depth) {
+  const {D} = R, preset = R.config.preset, open = new Set();
+  for (let i = 0; i < D.ids.length; i++) {
+    if (D.kind[i] === "L" && (depth === null || D.depth[i] < depth)) open.add(i);
   }
+  return {open, unfolded: new Set(), leafOps: new Set(), depth, fold: preset.fold,
+    tensors: preset.tensors, params: preset.params, ops: preset.ops, leaves: preset.leaves,
+    rankdir: preset.rankdir, side: preset.side};
+}
 
-  function enablePanZoom(svg) {
-    let drag = null;
-    svg.addEventListener("wheel", (event) => {
-      event.preventDefault();
-      const box = readBox(svg);
-      const rect = svg.getBoundingClientRect();
-      const fx = (event.clientX - rect.left) / rect.width;
-      const fy = (event.clientY - rect.top) / rect.height;
-      const scale = Math.exp(event.deltaY * 0.0015);
-      const width = box[2] * scale, height = box[3] * scale;
-      setBox(svg, [box[0] + (box[2] - width) * fx, box[1] + (box[3] - height) * fy, width, height]);
-    }, { passive: false });
-    svg.addEventListener("pointerdown", (event) => {
-      drag = { x: event.clientX, y: event.clientY, box: readBox(svg), moved: false };
-    });
-    svg.addEventListener("pointermove", (event) => {
-      if (!drag) return;
-      const rect = svg.getBoundingClientRect();
-      const k = Math.max(drag.box[2] / rect.width, drag.box[3] / rect.height);
-      const dx = event.clientX - drag.x, dy = event.clientY - drag.y;
-      if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
-      setBox(svg, [drag.box[0] - dx * k, drag.box[1] - dy * k, drag.box[2], drag.box[3]]);
-    });
-    svg.addEventListener("pointerup", () => { setTimeout(() => { drag = null; }, 0); });
-    svg.addEventListener("click", (event) => {
-      if (drag && drag.moved) return;
-      const element = event.target.closest("g.node, g.cluster");
-      if (element && nodeOf(element)) select(nodeOf(element), element);
-    });
-    svg.addEventListener("dblclick", (event) => {
-      const element = event.target.closest("g.cluster");
-      if (element && nodeOf(element)) toggleCollapse(nodeOf(element));
-    });
-  }
+function tgrCopyState(state) {
+  return {...state, open: new Set(state.open), unfolded: new Set(state.unfolded), leafOps: new Set(state.leafOps)};
+}
 
-  function matches(node, query) {
-    const attrs = attrsOf(node);
-    return [node, attrs.label, attrs.qualname, attrs.type, attrs.name].some(
-      (value) => value !== undefined && value !== null && String(value).toLowerCase().includes(query));
-  }
-
-  function runSearch() {
-    root.querySelectorAll(".tgr-hit").forEach((element) => element.classList.remove("tgr-hit"));
-    const query = search.value.trim().toLowerCase();
-    if (!query) { count.textContent = ""; return; }
-    let total = 0;
-    for (const node in data.nodes) if (matches(node, query)) total += 1;
-    let shown = 0;
-    svgs[current].querySelectorAll("g.node, g.cluster").forEach((element) => {
-      const node = nodeOf(element);
-      if (node && matches(node, query)) { element.classList.add("tgr-hit"); shown += 1; }
-    });
-    count.textContent = `${shown} match${shown === 1 ? "" : "es"} in this view (${total} in the recording)`;
-  }
-
-  function select(node, element) {
-    root.querySelectorAll(".tgr-selected").forEach((el) => el.classList.remove("tgr-selected"));
-    if (element) element.classList.add("tgr-selected");
-    selected = node;
-    const attrs = attrsOf(node);
-    root.querySelector(".tgr-details-title").textContent = attrs.qualname || attrs.label || node;
-    root.querySelector(".tgr-details-hint").hidden = true;
-    details.replaceChildren();
-    const rows = Object.entries({ id: node, ...attrs }).filter(([key]) => key !== "probe_series");
-    for (const [key, value] of rows) {
-      const row = details.insertRow();
-      row.insertCell().textContent = key;
-      row.insertCell().textContent = typeof value === "object" && value !== null
-        ? JSON.stringify(value) : String(value);
-    }
-    drawSeries(attrs.probe_series || {});
-    const isModule = attrs.kind === "layer";
-    collapseButton.hidden = !isModule;
-    collapseButton.textContent = collapsed.has(node) ? "Expand" : "Collapse";
-  }
-
-  function drawSeries(series) {
-    const box = root.querySelector(".tgr-series");
-    box.replaceChildren();
-    const ns = svgs[0].namespaceURI;
-    for (const [name, points] of Object.entries(series)) {
-      const values = points.map((p) => p[1]).filter((v) => Number.isFinite(v));
-      if (!values.length) continue;
-      const low = Math.min(...values), high = Math.max(...values);
-      const steps = points.map((p) => p[0]);
-      const first = Math.min(...steps), span = Math.max(1, Math.max(...steps) - first);
-      const width = 260, height = 56;
-      const svg = document.createElementNS(ns, "svg");
-      svg.setAttribute("viewBox", `0 0 ${width} ${height + 14}`);
-      svg.setAttribute("class", "tgr-chart");
-      const line = document.createElementNS(ns, "polyline");
-      line.setAttribute("points", points.filter((p) => Number.isFinite(p[1])).map((p) =>
-        `${((p[0] - first) / span) * width},${height - (high > low ? ((p[1] - low) / (high - low)) * (height - 4) : height / 2)}`).join(" "));
-      svg.appendChild(line);
-      const label = document.createElementNS(ns, "text");
-      label.setAttribute("x", 0);
-      label.setAttribute("y", height + 12);
-      label.textContent = `${name} over ${points.length} step${points.length === 1 ? "" : "s"}: ${low.toPrecision(3)} – ${high.toPrecision(3)}`;
-      svg.appendChild(label);
-      box.appendChild(svg);
-    }
-  }
-
-  function inside(node, layer) {
-    let parent = attrsOf(node).parent;
-    while (parent) { if (parent === layer) return true; parent = attrsOf(parent).parent; }
+/* Compose, lay out (cached by DOT text), swap, keep the anchor still, decorate, save. */
+async function tgrUpdate(R, anchor) {
+  const ticket = ++R.busy;
+  const composed = tgrCompose(R.P, R.state);
+  if (composed.placed.nodes.length > R.config.big && !(await tgrAsk(R, composed))) {
+    R.state = tgrCopyState(R.saved);
+    tgrSyncControls(R);
     return false;
   }
-
-  function hiddenBy(node) {
-    for (const layer of collapsed) if (inside(node, layer)) return true;
-    return false;
-  }
-
-  function applyCollapse() {
-    const svg = svgs[current];
-    const hidden = new Set();
-    svg.querySelectorAll("g.node, g.cluster").forEach((element) => {
-      const node = nodeOf(element);
-      const hide = Boolean(node) && hiddenBy(node);
-      element.style.display = hide ? "none" : "";
-      if (element.classList.contains("cluster")) element.classList.toggle("tgr-collapsed", collapsed.has(node));
-      const title = element.querySelector("title");
-      if (hide && title) hidden.add(title.textContent);
-    });
-    svg.querySelectorAll("g.edge").forEach((element) => {
-      const ends = (element.querySelector("title") || { textContent: "" }).textContent.split("->");
-      element.style.display = ends.length === 2 && hidden.has(ends[0]) && hidden.has(ends[1]) ? "none" : "";
-    });
-  }
-
-  function toggleCollapse(layer) {
-    if (collapsed.has(layer)) collapsed.delete(layer); else collapsed.add(layer);
-    applyCollapse();
-    if (selected === layer) collapseButton.textContent = collapsed.has(layer) ? "Expand" : "Collapse";
-  }
-
-  function fillTable() {
-    const body = root.querySelector(".tgr-calls tbody");
-    const rows = data.layers.map((layer) => ({ ...layer, time: (layer.end - layer.start) / 1e6 }));
-    let key = null, direction = 1;
-    function draw() {
-      body.replaceChildren();
-      for (const layer of rows) {
-        const row = body.insertRow();
-        row.dataset.id = layer.id;
-        [layer.qualname, layer.type, layer.call, layer.params.toLocaleString("en"), layer.output,
-          layer.time.toFixed(3)].forEach((value) => { row.insertCell().textContent = String(value); });
-        row.addEventListener("click", () => {
-          const element = svgs[current].querySelector(`[id="c-${CSS.escape(layer.id)}"]`);
-          select(layer.id, element);
-        });
-      }
+  let svg = R.cache.get(composed.dot);
+  if (!svg) {
+    tgrStatus(R, `laying out ${composed.placed.nodes.length} boxes…`);
+    await new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));
+    try {
+      const viz = await tgrViz(R);
+      if (ticket !== R.busy) return false;  // a later action superseded this one
+      const started = performance.now();
+      svg = tgrParseSvg(viz.renderString(composed.dot, {format: "svg"}));
+      R.lastLayoutMs = performance.now() - started;
+    } catch (error) {
+      tgrStatus(R, `could not lay this view out: ${error.message || error}`);
+      R.state = tgrCopyState(R.saved);
+      return false;
     }
-    root.querySelectorAll(".tgr-calls th").forEach((header) => {
-      header.addEventListener("click", () => {
-        const next = header.dataset.key;
-        direction = key === next ? -direction : 1;
-        key = next;
-        rows.sort((a, b) => (a[key] < b[key] ? -direction : a[key] > b[key] ? direction : 0));
-        root.querySelectorAll(".tgr-calls th").forEach((h) => h.classList.remove("tgr-sorted-up", "tgr-sorted-down"));
-        header.classList.add(direction > 0 ? "tgr-sorted-up" : "tgr-sorted-down");
-        draw();
-      });
-    });
-    draw();
+    if (R.cache.size > 24) R.cache.delete(R.cache.keys().next().value);
+    R.cache.set(composed.dot, svg);
   }
+  if (ticket !== R.busy) return false;
+  R.drawn = composed;
+  R.saved = tgrCopyState(R.state);
+  tgrSwap(R, svg, anchor);
+  tgrIndexElements(R);
+  tgrDecorate(R, true);
+  tgrSyncControls(R);
+  tgrWriteUrl(R);
+  tgrStatus(R, "");
+  R.root.dataset.layouts = String(Number(R.root.dataset.layouts || 0) + 1);
+  return true;
+}
 
-  function drawTimeline() {
-    const layers = data.layers;
-    if (!layers.length) return;
-    const ns = svgs[0].namespaceURI;  // the SVG namespace, without writing out its URL
-    const start = Math.min(...layers.map((l) => l.start));
-    const ends = layers.map((l) => Math.max(l.end, l.bend || 0));
-    const span = Math.max(1, Math.max(...ends) - start);
-    const depth = Math.max(...layers.map((l) => l.depth)) + 1;
-    const hasBackward = layers.some((l) => l.bstart !== null && l.bstart !== undefined);
-    const lanes = hasBackward ? depth * 2 + 1 : depth;
-    const width = 1000, lane = 12, height = lanes * lane + 16;
-    const svg = document.createElementNS(ns, "svg");
-    svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
-    function bar(from, to, row, cls, label) {
-      const rect = document.createElementNS(ns, "rect");
-      rect.setAttribute("x", ((from - start) / span) * width);
-      rect.setAttribute("y", row * lane);
-      rect.setAttribute("width", Math.max(0.5, ((to - from) / span) * width));
-      rect.setAttribute("height", lane - 2);
-      rect.setAttribute("class", cls);
-      const title = document.createElementNS(ns, "title");
-      title.textContent = label;
-      rect.appendChild(title);
-      svg.appendChild(rect);
+function tgrStatus(R, text) { R.$(".tgr-status").textContent = text; }
+
+/* Ask before laying out a very big view (it may take seconds). */
+function tgrAsk(R, composed) {
+  const bar = R.$(".tgr-ask");
+  R.$(".tgr-ask-text").textContent = `This view has ${composed.placed.nodes.length.toLocaleString("en")} boxes and ops; laying it out may take several seconds.`;
+  bar.hidden = false;
+  return new Promise((answer) => {
+    const done = (yes) => { bar.hidden = true; answer(yes); };
+    R.$(".tgr-ask-yes").onclick = () => done(true);
+    R.$(".tgr-ask-no").onclick = () => done(false);
+  });
+}
+
+/* Element id -> node number, after each drawing. */
+function tgrIndexElements(R) {
+  R.elements = new Map();
+  R.groupElements = new Map();
+  if (!R.svg) return;
+  R.svg.querySelectorAll("g.node, g.cluster").forEach((element) => {
+    const id = element.id || "";
+    if (id.startsWith("g-group:")) {
+      const first = R.byXid.get(id.slice(8));
+      R.groupElements.set(first, element);
+    } else if (/^[nc]-/.test(id) && R.byXid.has(id.slice(2))) {
+      R.elements.set(R.byXid.get(id.slice(2)), element);
     }
-    for (const l of layers) {
-      bar(l.start, l.end, l.depth, "tgr-forward", `${l.qualname} (${l.type}) forward ${((l.end - l.start) / 1e6).toFixed(3)} ms`);
-      if (hasBackward && l.bstart !== null && l.bstart !== undefined) {
-        bar(l.bstart, l.bend, depth + 1 + l.depth, "tgr-backward", `${l.qualname} (${l.type}) backward ${((l.bend - l.bstart) / 1e6).toFixed(3)} ms`);
-      }
-    }
-    const caption = document.createElementNS(ns, "text");
-    caption.setAttribute("x", 2);
-    caption.setAttribute("y", height - 3);
-    caption.textContent = `${(span / 1e6).toFixed(2)} ms in all · rows: call depth` + (hasBackward ? " · forward above, backward below" : "");
-    svg.appendChild(caption);
-    root.querySelector(".tgr-timeline").appendChild(svg);
+  });
+}
+
+function tgrIndexOf(R, element) {
+  const id = element.id || "";
+  if (id.startsWith("g-group:")) return R.byXid.get(id.slice(8));
+  return /^[nc]-/.test(id) ? R.byXid.get(id.slice(2)) : undefined;
+}
+
+/* The run a drawn node stands for, folded now (the reader may show its repeats). */
+function tgrFoldedRunOf(R, i) {
+  const runs = [...(R.P.leaderOf.get(i) || []), ...(R.P.groupOf.get(i) || [])];
+  return runs.find((r) => R.drawn.folded[r]);
+}
+
+function tgrAnchorIds(R, i) {
+  const x = R.D.xid[i];
+  return ["n-" + x, "c-" + x, "g-group:" + x];
+}
+
+function tgrClicked(R, element) {
+  const i = tgrIndexOf(R, element);
+  if (i !== undefined) tgrSelect(R, i, {});
+}
+
+function tgrDoubleClicked(R, element) {
+  const i = tgrIndexOf(R, element);
+  if (i === undefined) return;
+  const run = tgrFoldedRunOf(R, i);
+  if (element.id.startsWith("g-group:") || (run !== undefined && element.classList.contains("node"))) {
+    tgrUnfold(R, run);
+  } else if (element.classList.contains("cluster")) {
+    R.state.open.delete(i);
+    R.state.leafOps.delete(i);
+  } else if (!tgrOpen(R, i)) {
+    return;
   }
+  tgrUpdate(R, tgrAnchor(R, element, tgrAnchorIds(R, i)));
+}
 
-  svgs.forEach(enablePanZoom);
-  root.querySelector(".tgr-depth").addEventListener("change", (event) => showView(Number(event.target.value)));
-  root.querySelector(".tgr-fit").addEventListener("click", () => svgs[current].setAttribute("viewBox", fitted[current]));
-  search.addEventListener("input", runSearch);
-  collapseButton.addEventListener("click", () => { if (selected) toggleCollapse(selected); });
-  fillTable();
-  drawTimeline();
+/* Open call `i` in place (its children, or a leaf's ops); false where there is nothing. */
+function tgrOpen(R, i) {
+  const needs = R.D.needs[i];
+  if (R.D.kind[i] !== "L" || !needs) return false;
+  R.state.open.add(i);
+  if (needs === 1 && !R.state.leaves) R.state.leafOps.add(i);
+  return true;
+}
+
+/* The drawn element that shows node `i` now: itself, the box it is in, or the cluster
+   around it (its kind hidden). */
+function tgrHolder(R, i) {
+  const {vis} = R.drawn;
+  let j = vis[i];
+  if (j === -2) return null;
+  if (j >= 0) return R.elements.get(j) || R.groupElements.get(j) || null;
+  for (let a = R.D.parent[i]; a >= 0; a = R.D.parent[a]) {
+    j = vis[a];
+    if (j >= 0) return R.elements.get(j) || null;
+  }
+  return null;
+}
+
+/* Show a folded run's repeats, each closed: 80 open blocks would be a drawing nobody can
+   read (or lay out quickly); the reader opens the one they want. */
+function tgrUnfold(R, r) {
+  if (R.state.unfolded.has(r)) return;
+  R.state.unfolded.add(r);
+  for (const call of R.D.runs[r].calls) { R.state.open.delete(call); R.state.leafOps.delete(call); }
+}
+
+/* Make node `i` drawn: show the repeats it is in, open the calls around it. */
+function tgrRevealState(R, i) {
+  const {D, P} = R;
+  for (let x = i; x >= 0; x = D.parent[x]) {
+    for (const [r, k] of P.repeatOf.get(x) || []) if (k > 0 && R.drawn.folded[r]) tgrUnfold(R, r);
+    for (const [, r] of P.foldTo.get(x) || []) if (R.drawn.folded[r]) tgrUnfold(R, r);
+  }
+  for (let a = D.parent[i]; a >= 0; a = D.parent[a]) tgrOpen(R, a);
+  if (D.kind[i] === "L" && D.needs[i] && R.drawn.vis[i] !== i) { R.state.open.delete(i); R.state.leafOps.delete(i); }
+}
+
+async function tgrReveal(R, i, zoom) {
+  const before = tgrStateKey(R.state);
+  tgrRevealState(R, i);
+  if (tgrStateKey(R.state) !== before) await tgrUpdate(R, null);
+  const element = tgrHolder(R, i);
+  if (element && zoom) tgrZoomTo(R, element);
+  return element;
+}
+
+function tgrStateKey(state) {
+  return JSON.stringify([[...state.open].sort(), [...state.unfolded].sort(), [...state.leafOps].sort(),
+    state.fold, state.tensors, state.params, state.ops, state.leaves, state.rankdir, state.side]);
+}
+
+function tgrControls(R) {
+  const depth = R.$(".tgr-depth");
+  for (let d = 0; d <= R.config.deepest; d++) depth.add(new Option(String(d), String(d)));
+  depth.add(new Option("all", "all"));
+  const opening = R.config.preset.depth;
+  [...depth.options].forEach((o) => { if (o.value === (opening === null ? "all" : String(opening))) o.text += " (opening)"; });
+  depth.addEventListener("change", () => {
+    const d = depth.value === "all" ? null : Number(depth.value);
+    const keep = tgrCopyState(R.state);
+    R.state = {...tgrPresetState(R, d), fold: keep.fold, tensors: keep.tensors, params: keep.params,
+      ops: keep.ops, leaves: keep.leaves, rankdir: keep.rankdir, side: keep.side};
+    tgrUpdate(R, null);
+  });
+  R.root.querySelectorAll(".tgr-opt").forEach((box) => box.addEventListener("change", () => {
+    R.state[box.dataset.opt] = box.checked;
+    tgrUpdate(R, null);
+  }));
+  R.$(".tgr-rankdir").addEventListener("change", (event) => { R.state.rankdir = event.target.value; tgrUpdate(R, null); });
+  R.$(".tgr-side-control").hidden = !R.config.diff;
+  R.$(".tgr-side").addEventListener("change", (event) => { R.state.side = event.target.value; tgrUpdate(R, null); });
+  R.$(".tgr-fit").addEventListener("click", () => tgrFit(R));
+  R.$(".tgr-reset").addEventListener("click", () => { R.state = tgrPresetState(R, R.config.preset.depth); tgrUpdate(R, null); });
+  tgrColourControl(R);
+  tgrSyncControls(R);
+}
+
+function tgrSyncControls(R) {
+  const s = R.state;
+  R.$(".tgr-depth").value = s.depth === null ? "all" : String(s.depth);
+  R.root.querySelectorAll(".tgr-opt").forEach((box) => { box.checked = Boolean(s[box.dataset.opt]); });
+  R.$(".tgr-rankdir").value = s.rankdir;
+  R.$(".tgr-side").value = s.side;
+}
+
+/* The URL fragment: the state relative to its depth preset, and the selection. */
+function tgrUrlKey(R) { return R.root.id === "tgr" ? "" : R.root.id + "."; }
+
+function tgrWriteUrl(R) {
+  const {D, state} = R, preset = tgrPresetState(R, state.depth), key = tgrUrlKey(R);
+  const ids = (set) => [...set].map((i) => encodeURIComponent(D.ids[i])).join(",");
+  const opened = new Set([...state.open].filter((i) => !preset.open.has(i)));
+  const closed = new Set([...preset.open].filter((i) => !state.open.has(i)));
+  const params = [["d", state.depth === null ? "all" : state.depth], ["o", ids(opened)], ["c", ids(closed)],
+    ["u", ids(new Set([...state.unfolded].map((r) => D.runs[r].calls[0])))], ["l", ids(state.leafOps)],
+    ["f", ["fold", "tensors", "params", "ops", "leaves"].map((k) => (state[k] ? 1 : 0)).join("")],
+    ["r", state.rankdir], ["v", state.side], ["cb", R.colourBy || ""],
+    ["s", R.selected === undefined ? "" : encodeURIComponent(D.ids[R.selected])]];
+  const text = params.filter(([, v]) => v !== "").map(([k, v]) => `${key}${k}=${v}`).join("&");
+  try { history.replaceState(null, "", "#" + text); } catch (error) { /* srcdoc frames have no URL to keep */ }
+}
+
+function tgrReadUrl(R) {
+  let hash = "";
+  try { hash = location.hash.slice(1); } catch (error) { return false; }
+  const key = tgrUrlKey(R), found = {};
+  for (const part of hash.split("&")) {
+    const at = part.indexOf("=");
+    if (at > 0 && part.startsWith(key)) found[part.slice(key.length, at)] = part.slice(at + 1);
+  }
+  if (!("d" in found)) return false;
+  const ids = (text) => (text || "").split(",").filter(Boolean).map((x) => R.byId.get(decodeURIComponent(x))).filter((i) => i !== undefined);
+  const state = tgrPresetState(R, found.d === "all" ? null : Number(found.d));
+  ids(found.o).forEach((i) => state.open.add(i));
+  ids(found.c).forEach((i) => state.open.delete(i));
+  ids(found.l).forEach((i) => state.leafOps.add(i));
+  const firsts = new Set(ids(found.u));
+  R.D.runs.forEach((run, r) => { if (firsts.has(run.calls[0])) state.unfolded.add(r); });
+  (found.f || "").split("").forEach((v, k) => { state[["fold", "tensors", "params", "ops", "leaves"][k]] = v === "1"; });
+  if (found.r) state.rankdir = found.r;
+  if (found.v) state.side = found.v;
+  if (found.cb !== undefined) R.colourBy = found.cb || null;
+  const selected = ids(found.s);
+  if (selected.length) R.selected = selected[0];
+  R.state = state;
+  return true;
 }

@@ -1,0 +1,93 @@
+"""What the report's page reads besides the drawing: each node's attributes, the facts, the colour scales."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Optional, Sequence
+
+import networkx as nx
+
+from torchgraphrec.render import labels
+from torchgraphrec.render.theme import SCALE
+
+__all__ = ["node_info", "facts", "colour_choices", "COSTS", "PLAIN_FORWARD"]
+
+#: The cost attributes a page can colour by and tabulate, with their headings.
+COSTS = {"flops": "FLOPs", "backward_flops": "backward FLOPs", "saved_bytes": "saved activations",
+         "forward_ms": "forward ms", "self_ms": "self ms", "backward_ms": "backward ms",
+         "num_params": "params", "param_bytes": "param bytes", "output_bytes": "output bytes"}
+
+#: The graph attribute holding a forward timed without the recorder, where one was measured.
+PLAIN_FORWARD = "plain_forward_ms"
+
+# Already in the drawing description, or made for machines rather than readers.
+_LEFT_OUT = {"kind", "parent", "depth", "seq"}
+
+
+def _plain(value: Any, index: dict[str, int]) -> Any:
+    """An attribute as the page reads it: node ids turned into node numbers."""
+    if isinstance(value, tuple) and value and all(isinstance(v, str) and v in index for v in value):
+        return [index[v] for v in value]
+    return value
+
+
+def node_info(graph: nx.DiGraph, order: Sequence[str]) -> list[dict[str, Any]]:
+    """Each node's attributes, in ``order``, for the details panel, the search, the table
+    and the timeline (``inputs`` and ``outputs`` as node numbers).
+
+    >>> g = nx.DiGraph()
+    >>> g.add_node("t", kind="tensor", parent=None, depth=0, seq=0, shape=(2, 3))
+    >>> g.add_node("l", kind="layer", parent=None, depth=0, seq=1, inputs=("t",))
+    >>> node_info(g, ["t", "l"])
+    [{'shape': (2, 3)}, {'inputs': [0]}]
+    """
+    index = {node: i for i, node in enumerate(order)}
+    return [{key: _plain(value, index) for key, value in graph.nodes[node].items()
+             if key not in _LEFT_OUT} for node in order]
+
+
+def _roots(graph: nx.DiGraph) -> list[dict[str, Any]]:
+    return [a for _, a in sorted(graph.nodes(data=True), key=lambda n: n[1]["seq"])
+            if a["kind"] == "layer" and a["parent"] is None]
+
+
+def facts(graph: nx.DiGraph) -> dict[str, Any]:
+    """The header's facts: counts, totals, and the recorded forward's time, labelled as
+    what it is (the recorder's work included) beside a plain forward where one was timed."""
+    counts = {kind: 0 for kind in ("layer", "op", "tensor", "param")}
+    for _, kind in graph.nodes(data="kind"):
+        counts[kind] += 1
+    roots = _roots(graph)
+    found: dict[str, Any] = {
+        "model": graph.graph.get("model", "model"),
+        "params": labels.count_text(sum(a["num_params"] for a in roots[:1])) or "no parameters",
+        "torch_version": graph.graph.get("torch_version", "?"),
+        "recorded_ms": sum(a["t_end_ns"] - a["t_start_ns"] for a in roots) / 1e6,
+        "plain_ms": graph.graph.get(PLAIN_FORWARD),
+        "counts": counts,
+        "written": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+    }
+    for key in ("flops", "backward_flops", "saved_bytes"):
+        found[key] = graph.graph.get(key)
+    if "diff_a_model" in graph.graph:
+        found["diff"] = {status: sum(1 for _, s in graph.nodes(data="diff") if s == status)
+                         for status in ("added", "removed", "changed")}
+    return found
+
+
+def colour_choices(graph: nx.DiGraph, wanted: Optional[str]) -> dict[str, Any]:
+    """What the page can colour by: the costs recorded on module calls, then every other
+    number on them (probe statistics such as ``grad_output.rms``), and the one to start
+    with (``params`` names ``num_params``)."""
+    present: dict[str, None] = {}
+    for _, attrs in graph.nodes(data=True):
+        if attrs["kind"] != "layer":
+            continue
+        for key, value in attrs.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and (
+                    key in COSTS or "." in key):
+                present[key] = None
+    names = [key for key in COSTS if key in present] + sorted(k for k in present if k not in COSTS)
+    start = "num_params" if wanted == "params" else wanted
+    return {"names": names, "headings": {k: COSTS.get(k, k) for k in names},
+            "start": start if start in present else None, "scale": list(SCALE)}

@@ -1,0 +1,197 @@
+/* torchgraphrec report: the details panel, written for a person: what the node is, its
+   settings, shapes in and out, parameters, costs and times, where it sits; the raw
+   attributes folded below. */
+
+async function tgrSelect(R, i, options) {
+  R.selected = i;
+  if (options.reveal) {
+    await tgrReveal(R, i, false);
+    const element = tgrHolder(R, i);
+    if (element) tgrZoomTo(R, element);
+  }
+  tgrPaintMarks(R);
+  tgrMarkRow(R);
+  tgrDetails(R, i);
+  tgrWriteUrl(R);
+}
+
+function tgrShapeText(shape) { return shape && shape.length ? shape.join("×") : "scalar"; }
+
+function tgrTensorText(R, t) {
+  const a = R.info[t] || {};
+  if (!a.shape) return a.qualname || R.D.ids[t];
+  const dtype = a.dtype && a.dtype !== "float32" ? " " + a.dtype : "";
+  return `${a.name ? a.name + ": " : ""}${tgrShapeText(a.shape)}${dtype}`;
+}
+
+/* Each node's neighbours, from the leaf-level edges, made once. */
+function tgrNeighbours(R) {
+  if (!R.neighbours) {
+    const into = new Map(), outOf = new Map(), E = R.D.edges;
+    for (let e = 0; e < E.length; e += 2) { pushTo(into, E[e + 1], E[e]); pushTo(outOf, E[e], E[e + 1]); }
+    R.neighbours = {into, outOf};
+  }
+  return R.neighbours;
+}
+
+function tgrParamsOf(R, qualname) {
+  if (!R.paramsByOwner) {
+    R.paramsByOwner = new Map();
+    R.D.kind.split("").forEach((k, p) => {
+      if (k !== "P") return;
+      const name = R.info[p].qualname || "", cut = name.lastIndexOf(".");
+      pushTo(R.paramsByOwner, cut < 0 ? "" : name.slice(0, cut), p);
+    });
+  }
+  return R.paramsByOwner.get(qualname) || [];
+}
+
+function tgrDetails(R, i) {
+  const {D, info} = R, a = info[i] || {}, kind = D.kind[i];
+  const title = R.$(".tgr-details-title"), box = R.$(".tgr-details");
+  title.textContent = kind === "L" ? (a.qualname || `${a.type} (the model)`) : kind === "O" ? a.name : a.qualname || a.name || a.label || D.ids[i];
+  R.$(".tgr-details-hint").hidden = true;
+  box.replaceChildren();
+  const rows = [];
+  const row = (key, value) => { if (value !== undefined && value !== null && value !== "") rows.push([key, value]); };
+  const link = (j) => ({link: j, text: D.kind[j] === "L" ? (info[j].qualname || info[j].type) : tgrTensorText(R, j)});
+  if (kind === "L") tgrLayerRows(R, i, a, row, link);
+  else if (kind === "O") {
+    row("op", a.name + (a.args ? `(${a.args})` : ""));
+    row("in module", D.parent[i] >= 0 ? link(D.parent[i]) : "(the model's top level)");
+    row("inputs", (tgrNeighbours(R).into.get(i) || []).map((j) => link(j)));
+    if (a.shape) row("result", `${tgrShapeText(a.shape)} ${a.dtype || ""}`);
+    row("autograd", a.grad_fn);
+  } else {
+    const what = kind === "P" ? (a.buffer ? "buffer" : "parameter") : a.role === "input" ? "model input" : a.role === "output" ? "model output" : "tensor";
+    row("kind", what);
+    row("shape", a.shape ? `${tgrShapeText(a.shape)} ${a.dtype || ""}` : "");
+    if (kind === "P") row("elements", a.shape.reduce((x, y) => x * y, 1).toLocaleString("en"));
+    row("device", a.device);
+    row("made by", (tgrNeighbours(R).into.get(i) || []).map((j) => link(j)));
+    row("used by", (tgrNeighbours(R).outOf.get(i) || []).slice(0, 12).map((j) => link(j)));
+  }
+  tgrCostRows(R, a, row);
+  tgrDiffRows(R, a, row);
+  for (const [key, value] of rows) tgrRow(R, box, key, value);
+  tgrActions(R, i);
+  tgrRaw(R, i, a);
+  tgrSeries(R, a.probe_series || {});
+}
+
+function tgrLayerRows(R, i, a, row, link) {
+  const {D} = R;
+  row("type", a.type + (a.call_index ? ` (call #${a.call_index})` : ""));
+  row("settings", a.settings);
+  const path = [];
+  for (let p = D.parent[i]; p >= 0; p = D.parent[p]) path.unshift(link(p));
+  row("inside", path.length ? path : "");
+  row("inputs", (a.inputs || []).map((t) => tgrTensorText(R, t)).join(", "));
+  row("outputs", (a.outputs || []).map((t) => tgrTensorText(R, t)).join(", "));
+  row("parameters", a.num_params ? a.num_params.toLocaleString("en") : "none");
+  const own = tgrParamsOf(R, a.qualname);
+  if (own.length && !a.call_index) row("its own", own.map((p) => `${R.info[p].qualname.split(".").pop()} ${tgrShapeText(R.info[p].shape)}`).join(", "));
+  const run = tgrFoldedRunOf(R, i);
+  if (run !== undefined) row("drawn for", `${R.D.runs[run].count} repeats of this block, folded into one`);
+  if (a.training === false) row("mode", "eval");
+}
+
+function tgrCostRows(R, a, row) {
+  const times = [["forward_ms", "forward (recorded, recording included)"], ["self_ms", "of which its own code"],
+    ["backward_ms", "backward (recorded)"]];
+  row("FLOPs", tgrFormat("flops", a.flops));
+  row("backward FLOPs", tgrFormat("flops", a.backward_flops));
+  row("saved for backward", tgrFormat("saved_bytes", a.saved_bytes));
+  row("output size", tgrFormat("output_bytes", a.output_bytes));
+  row("parameter size", tgrFormat("param_bytes", a.param_bytes));
+  row("size", tgrFormat("bytes", a.bytes));
+  for (const [key, label] of times) row(label, tgrFormat(key, a[key]));
+  if (a.forward_ms === undefined && a.t_end_ns !== undefined && a.type !== undefined) {
+    row("forward (recorded, recording included)", tgrFormat("forward_ms", (a.t_end_ns - a.t_start_ns) / 1e6));
+  }
+  if (a.backward_ms === undefined && a.t_backward_end_ns !== undefined) {
+    row("backward (recorded)", tgrFormat("backward_ms", (a.t_backward_end_ns - a.t_backward_start_ns) / 1e6));
+  }
+  for (const key of Object.keys(a).filter((k) => k.includes(".") && typeof a[k] === "number")) row(key, a[key].toPrecision(4));
+}
+
+function tgrDiffRows(R, a, row) {
+  if (!a.diff) return;
+  row("compared", {added: "added in B", removed: "removed in B", changed: "changed", same: "the same"}[a.diff]);
+  for (const [key, [old, now]] of Object.entries(a.diff_changes || {})) row(key, `${JSON.stringify(old)} → ${JSON.stringify(now)}`);
+  if (a.diff_inside && a.diff === "same") row("inside", "something under it differs");
+}
+
+function tgrRow(R, table, key, value) {
+  const line = document.createElement("div"), name = document.createElement("span"), content = document.createElement("span");
+  line.className = "tgr-row";
+  name.textContent = key;
+  const parts = Array.isArray(value) ? value : [value];
+  parts.forEach((part, k) => {
+    if (k) content.append(", ");
+    if (part && typeof part === "object" && "link" in part) {
+      const a = document.createElement("a");
+      a.href = "#";
+      a.textContent = part.text;
+      a.addEventListener("click", (event) => { event.preventDefault(); tgrSelect(R, part.link, {reveal: true}); });
+      content.append(a);
+    } else content.append(String(part));
+  });
+  line.append(name, content);
+  table.append(line);
+}
+
+function tgrActions(R, i) {
+  const box = R.$(".tgr-actions"), {D, state} = R;
+  box.replaceChildren();
+  const button = (text, act) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = text;
+    b.addEventListener("click", () => { act(); tgrUpdate(R, tgrAnchor(R, tgrHolder(R, i), tgrAnchorIds(R, i))).then(() => tgrDetails(R, i)); });
+    box.append(b);
+  };
+  const drawnAsCluster = R.drawn.vis[i] === i && R.drawn.isCluster(i);
+  if (D.kind[i] === "L" && D.needs[i] && !drawnAsCluster) button(D.needs[i] === 1 ? "Show its ops" : "Open", () => { tgrRevealState(R, i); tgrOpen(R, i); });
+  if (drawnAsCluster) button("Close", () => { state.open.delete(i); state.leafOps.delete(i); });
+  const run = tgrFoldedRunOf(R, i);
+  if (run !== undefined) button(`Show the ${D.runs[run].count} repeats`, () => tgrUnfold(R, run));
+  const unfolded = [...state.unfolded].find((r) => D.runs[r].calls.includes(i));
+  if (unfolded !== undefined) button("Fold the repeats again", () => state.unfolded.delete(unfolded));
+}
+
+function tgrRaw(R, i, a) {
+  const raw = R.$(".tgr-raw"), table = R.$(".tgr-raw-table");
+  raw.hidden = false;
+  table.replaceChildren();
+  for (const [key, value] of Object.entries({id: R.D.ids[i], ...a})) {
+    if (key === "probe_series") continue;
+    const row = table.insertRow();
+    row.insertCell().textContent = key;
+    row.insertCell().textContent = typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
+  }
+}
+
+function tgrSeries(R, series) {
+  const box = R.$(".tgr-series"), ns = "http://www.w3.org/2000/svg".replace("http", "http");
+  box.replaceChildren();
+  for (const [name, points] of Object.entries(series)) {
+    const values = points.map((p) => p[1]).filter((v) => Number.isFinite(v));
+    if (!values.length) continue;
+    const low = Math.min(...values), high = Math.max(...values), steps = points.map((p) => p[0]);
+    const first = Math.min(...steps), span = Math.max(1, Math.max(...steps) - first), width = 260, height = 56;
+    const svg = document.createElementNS(R.svg.namespaceURI, "svg");
+    svg.setAttribute("viewBox", `0 0 ${width} ${height + 14}`);
+    svg.setAttribute("class", "tgr-chart");
+    const line = document.createElementNS(svg.namespaceURI, "polyline");
+    line.setAttribute("points", points.filter((p) => Number.isFinite(p[1])).map((p) =>
+      `${((p[0] - first) / span) * width},${height - (high > low ? ((p[1] - low) / (high - low)) * (height - 4) : height / 2)}`).join(" "));
+    const label = document.createElementNS(svg.namespaceURI, "text");
+    label.setAttribute("x", 0);
+    label.setAttribute("y", height + 12);
+    label.textContent = `${name} over ${points.length} step${points.length === 1 ? "" : "s"}: ${low.toPrecision(3)} – ${high.toPrecision(3)}`;
+    svg.append(line, label);
+    box.append(svg);
+  }
+  return ns;
+}

@@ -1,0 +1,156 @@
+/* torchgraphrec report: the module table (sortable, cost columns with inline bars) and the
+   timeline (forward and backward per call, nested by depth, coloured by the drawing's
+   scale). A click on a row or a bar selects that call in the drawing. */
+
+/* The table's columns: a key into the node's attributes (or a computed value), a heading,
+   and whether it is a number drawn with a bar. Cost columns only where recorded. */
+function tgrColumns(R, calls) {
+  const has = (key) => calls.some((i) => typeof R.info[i][key] === "number");
+  const columns = [
+    {key: "module", head: "module", value: (i) => R.info[i].qualname || "(model)"},
+    {key: "type", head: "type", value: (i) => R.info[i].type},
+    {key: "call", head: "call", value: (i) => R.info[i].call_index, number: true},
+    {key: "output", head: "output", value: (i) => (R.info[i].outputs || []).map((t) => tgrShapeText((R.info[t] || {}).shape)).join(", ")},
+    {key: "num_params", head: "params", value: (i) => R.info[i].num_params, number: true, bar: true},
+  ];
+  const costs = [["flops", "FLOPs"], ["backward_flops", "backward FLOPs"], ["saved_bytes", "saved for backward"],
+    ["forward_ms", "forward ms (recorded)"], ["backward_ms", "backward ms (recorded)"]];
+  for (const [key, head] of costs) {
+    if (has(key)) columns.push({key, head, value: (i) => R.info[i][key], number: true, bar: true});
+  }
+  if (!has("forward_ms")) {
+    columns.push({key: "forward_ms", head: "forward ms (recorded)", number: true, bar: true,
+      value: (i) => (R.info[i].t_end_ns - R.info[i].t_start_ns) / 1e6});
+  }
+  return columns;
+}
+
+function tgrTables(R) {
+  const calls = [];
+  for (let i = 0; i < R.D.ids.length; i++) if (R.D.kind[i] === "L") calls.push(i);
+  const columns = tgrColumns(R, calls), table = R.$(".tgr-calls");
+  const high = new Map(columns.filter((c) => c.bar).map((c) => [c.key, Math.max(0, ...calls.map((i) => c.value(i) || 0))]));
+  const head = table.tHead.rows[0];
+  head.replaceChildren();
+  for (const column of columns) {
+    const th = document.createElement("th");
+    th.dataset.key = column.key;
+    th.textContent = column.head;
+    if (column.number) th.className = "tgr-num";
+    head.append(th);
+  }
+  let order = calls.slice(), sortKey = null, direction = 1;
+  const draw = () => {
+    const body = table.tBodies[0], rows = [];
+    for (const i of order) {
+      const row = document.createElement("tr");
+      row.dataset.node = String(i);
+      for (const column of columns) row.append(tgrCell(R, column, i, high.get(column.key)));
+      row.addEventListener("click", () => tgrSelect(R, i, {reveal: true}));
+      rows.push(row);
+    }
+    body.replaceChildren(...rows);
+    tgrMarkRow(R);
+  };
+  head.addEventListener("click", (event) => {
+    const th = event.target.closest("th");
+    if (!th) return;
+    const column = columns.find((c) => c.key === th.dataset.key);
+    // numbers start with the largest: "where does it go" is the question
+    direction = sortKey === column.key ? -direction : column.number ? -1 : 1;
+    sortKey = column.key;
+    const key = (i) => { const v = column.value(i); return v === undefined || v === null ? -Infinity : v; };
+    order = calls.slice().sort((a, b) => (key(a) < key(b) ? -direction : key(a) > key(b) ? direction : a - b));
+    head.querySelectorAll("th").forEach((h) => h.classList.remove("tgr-sorted-up", "tgr-sorted-down"));
+    th.classList.add(direction > 0 ? "tgr-sorted-up" : "tgr-sorted-down");
+    draw();
+  });
+  R.tableRows = () => table.tBodies[0].rows;
+  draw();
+  tgrTimeline(R);
+}
+
+function tgrCell(R, column, i, high) {
+  const cell = document.createElement("td"), value = column.value(i);
+  if (column.key === "module") {
+    cell.style.paddingLeft = `${8 + 12 * R.D.depth[i]}px`;
+  }
+  if (!column.number) { cell.textContent = value === undefined ? "" : String(value); return cell; }
+  cell.className = "tgr-num";
+  if (value === undefined || value === null || !Number.isFinite(value)) return cell;
+  cell.textContent = column.key === "call" ? String(value) : tgrFormat(column.key, value);
+  cell.dataset.value = String(value);
+  if (column.bar && high > 0) {
+    const bar = document.createElement("span");
+    bar.className = "tgr-bar";
+    bar.style.width = `${(100 * Math.max(0, value)) / high}%`;
+    cell.prepend(bar);
+  }
+  return cell;
+}
+
+/* The selected call's row, highlighted and scrolled into its table's view. */
+function tgrMarkRow(R) {
+  if (!R.tableRows) return;
+  for (const row of R.tableRows()) {
+    const on = Number(row.dataset.node) === R.selected;
+    row.classList.toggle("tgr-row-selected", on);
+  }
+  R.root.querySelectorAll(".tgr-timeline rect.tgr-selected").forEach((r) => r.classList.remove("tgr-selected"));
+  if (R.selected !== undefined) {
+    R.root.querySelectorAll(`.tgr-timeline rect[data-node="${R.selected}"]`).forEach((r) => r.classList.add("tgr-selected"));
+  }
+}
+
+/* Two panels sharing nothing but the rows: the forward, then the backward (each on its
+   own time axis, since they run one after the other), a call's bar inside its parent's. */
+function tgrTimeline(R) {
+  const box = R.$(".tgr-timeline"), note = R.$(".tgr-timeline-note");
+  box.replaceChildren();
+  const calls = [];
+  for (let i = 0; i < R.D.ids.length; i++) if (R.D.kind[i] === "L" && R.info[i].t_start_ns !== undefined) calls.push(i);
+  if (!calls.length) { note.textContent = "No module calls were timed."; return; }
+  const passes = [["forward", "t_start_ns", "t_end_ns"], ["backward", "t_backward_start_ns", "t_backward_end_ns"]];
+  const drawn = passes.filter(([, start]) => calls.some((i) => R.info[i][start] !== undefined));
+  note.textContent = "Recorded times: the recorder's own work is included. Rows are call depth; " +
+    (R.colourBy && R.scale ? `bars coloured by ${R.config.colour.headings[R.colourBy] || R.colourBy}, on the drawing's scale. ` : "") +
+    "Click a bar to select the call." + (drawn.length < 2 ? " No backward was recorded." : "");
+  for (const [pass, start, end] of drawn) box.append(tgrTimelinePanel(R, calls, pass, start, end));
+}
+
+function tgrTimelinePanel(R, calls, pass, startKey, endKey) {
+  const ns = R.svg ? R.svg.namespaceURI : document.documentElement.namespaceURI;
+  const timed = calls.filter((i) => R.info[i][startKey] !== undefined && R.info[i][endKey] !== undefined);
+  const start = Math.min(...timed.map((i) => R.info[i][startKey]));
+  const span = Math.max(1, Math.max(...timed.map((i) => R.info[i][endKey])) - start);
+  const deepest = Math.max(...timed.map((i) => R.D.depth[i]));
+  const width = 1000, lane = 14, top = 16, height = top + (deepest + 1) * lane + 4;
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  svg.setAttribute("class", `tgr-timeline-${pass}`);
+  const caption = document.createElementNS(ns, "text");
+  caption.setAttribute("x", 2);
+  caption.setAttribute("y", 11);
+  caption.textContent = `${pass} (recorded): ${(span / 1e6).toFixed(2)} ms`;
+  svg.append(caption);
+  for (const i of timed) {
+    const a = R.info[i], from = a[startKey], to = a[endKey];
+    const rect = document.createElementNS(ns, "rect");
+    rect.setAttribute("x", (((from - start) / span) * width).toFixed(2));
+    rect.setAttribute("y", top + R.D.depth[i] * lane);
+    rect.setAttribute("width", Math.max(0.5, ((to - from) / span) * width).toFixed(2));
+    rect.setAttribute("height", lane - 2);
+    rect.setAttribute("class", `tgr-${pass}`);
+    rect.dataset.node = String(i);
+    const value = tgrValue(R, i);
+    if (R.scale && value !== undefined) rect.style.fill = tgrColourOf(R, R.scale, Math.min(R.scale.high, Math.max(R.scale.low, value)))[0];
+    const title = document.createElementNS(ns, "title");
+    const ms = pass === "forward" ? a.forward_ms : a.backward_ms;
+    title.textContent = `${a.qualname || "(model)"} (${a.type}) ${pass} ${tgrFormat("forward_ms", ms !== undefined ? ms : (to - from) / 1e6)} recorded` +
+      (value !== undefined && R.colourBy ? ` · ${tgrFormat(R.colourBy, value)}` : "");
+    rect.append(title);
+    rect.addEventListener("click", () => tgrSelect(R, i, {reveal: true}));
+    svg.append(rect);
+  }
+  return svg;
+}
