@@ -6,17 +6,19 @@ Nothing here imports IPython: notebooks call :func:`mimebundle` through
 
 from __future__ import annotations
 
-import itertools
+import html
 from typing import Any, Iterable, Optional
 
 import networkx as nx
 
-__all__ = ["mimebundle", "show", "MAX_BYTES"]
+__all__ = ["mimebundle", "report_frame", "show", "MAX_BYTES", "FRAME_HEIGHT"]
 
 #: The most a notebook output may embed per format; bigger drawings are replaced by a
 #: message saying how to see them.
 MAX_BYTES = 8_000_000
-_ids = itertools.count()
+#: The height of the report's frame in a notebook, in CSS pixels: the drawing and its
+#: panel fit, the table and the timeline scroll inside.
+FRAME_HEIGHT = 900
 
 
 def _too_big(kind: str, size: int) -> str:
@@ -26,11 +28,20 @@ def _too_big(kind: str, size: int) -> str:
             "<code>rec.to_html('report.html')</code>.</p>")
 
 
-def _report(graph: nx.DiGraph, options: dict[str, Any]) -> str:
-    from torchgraphrec.render.html import report_fragment
+def report_frame(graph: nx.DiGraph, **options: Any) -> str:
+    """The report as an ``<iframe srcdoc>``: the same page as ``rec.to_html``, in a
+    document of its own, so that its scripts run in notebook front ends that do not run
+    scripts in output HTML, and in notebooks exported to HTML; replaced by a message above
+    :data:`MAX_BYTES`."""
+    from torchgraphrec.render.html import to_html
 
-    html = report_fragment(graph, element_id=f"tgr-report-{next(_ids)}", **options)
-    return html if len(html) <= MAX_BYTES else _too_big("report", len(html))
+    page = to_html(graph, **options)
+    if len(page) > MAX_BYTES:
+        return _too_big("report", len(page))
+    title = html.escape(f"torchgraphrec report: {graph.graph.get('model', 'model')}")
+    return (f'<iframe class="tgr-frame" title="{title}" srcdoc="{html.escape(page)}" '
+            f'style="width: 100%; height: {FRAME_HEIGHT}px; border: 1px solid #e3e6ec; '
+            f'border-radius: 4px"></iframe>')
 
 
 def _svg(graph: nx.DiGraph, options: dict[str, Any]) -> Optional[str]:
@@ -55,7 +66,7 @@ def mimebundle(graph: nx.DiGraph, plain: str, include: Optional[Iterable[str]] =
             if svg is not None:
                 bundle["image/svg+xml"] = svg
         if "text/html" in wanted:
-            bundle["text/html"] = _report(graph, dict(options))
+            bundle["text/html"] = report_frame(graph, **options)
     except EngineError as exc:  # a summary beats a traceback in a notebook
         bundle["text/html"] = f"<p><b>torchgraphrec:</b> cannot draw here: {exc}</p>"
     return {kind: value for kind, value in bundle.items() if kind in wanted}

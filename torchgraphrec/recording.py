@@ -55,6 +55,12 @@ class Recording:
 
         return summarize(self.graph)
 
+    def _repr_html_(self) -> str:
+        """The interactive report in an ``<iframe srcdoc>`` (see :mod:`torchgraphrec.jupyter`)."""
+        from torchgraphrec.jupyter import report_frame
+
+        return report_frame(self.graph)
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         from torchgraphrec.jupyter import mimebundle
 

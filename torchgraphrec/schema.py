@@ -109,7 +109,11 @@ Costs
       training step keeps between forward and backward.
     * ``forward_ms`` and ``self_ms`` (float): the recorded forward's time, inclusive, and
       excluding the calls and ops inside; ``backward_ms`` (float) where a backward was
-      recorded. Recorded times include the recorder's own work.
+      recorded. Recorded times include the recorder's own work. The graph attribute
+      ``plain_forward_ms`` (float), where present, is the same forward timed without a
+      recorder, by whoever timed it (the recorder never runs a model twice: a second
+      forward would move BatchNorm statistics and the random state); reports show it
+      beside the recorded time.
     * ``bytes`` (int) on tensor and param nodes: ``numel`` times the element size;
       ``output_bytes`` and ``param_bytes`` (int) on layers: what a call returned, and its
       module's parameters (nested ones included).
@@ -290,9 +294,11 @@ OPTIONAL_NODE_ATTRS: Mapping[str, Mapping[str, Check]] = {
     NodeKind.OP.value: {**_BACKWARD_TIMES, **_COSTS, "shape": _is_shape, "dtype": _is_str},
 }
 
-#: Graph attributes that may be present, checked where present: the model's cost totals.
+#: Graph attributes that may be present, checked where present: the model's cost totals
+#: and a forward timed without the recorder.
 OPTIONAL_GRAPH_ATTRS: Mapping[str, Check] = {
     "flops": _is_count, "backward_flops": _is_count, "saved_bytes": _is_count,
+    "plain_forward_ms": _is_ms,
 }
 
 #: Attributes an edge may have, checked where present.

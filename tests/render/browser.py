@@ -68,9 +68,10 @@ class BrowserPage:
 
 
 @contextmanager
-def open_page(browser: Any, path: Path, width: int = 1280,
-              height: int = 900) -> Iterator[BrowserPage]:
-    """``path`` loaded from ``file://`` in a fresh page, errors collected; closed on exit."""
+def open_page(browser: Any, path: Path, width: int = 1280, height: int = 900,
+              suffix: str = "") -> Iterator[BrowserPage]:
+    """``path`` loaded from ``file://`` (``suffix``: a fragment, ``#...``) in a fresh page,
+    errors collected; closed on exit."""
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     loaded = BrowserPage(page)
@@ -78,7 +79,7 @@ def open_page(browser: Any, path: Path, width: int = 1280,
     page.on("pageerror", lambda e: loaded.problems.append(str(e)))
     page.on("request", lambda r: loaded.requests.append(r.url))
     try:
-        page.goto(Path(path).resolve().as_uri())
+        page.goto(Path(path).resolve().as_uri() + suffix)
         yield loaded
     finally:
         context.close()

@@ -1,7 +1,8 @@
-"""The HTML report: self-contained, escaped, and working in a real browser."""
+"""The HTML report: self-contained, escaped, deterministic, and its page's data."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -12,43 +13,67 @@ from torch import nn
 
 import torchgraphrec as tgr
 from helpers import fresh
-from render.browser import open_page
-from render.layout import layout
-from torchgraphrec.render.html import report_fragment, to_html
+from torchgraphrec.render.describe import opening_depth
+from torchgraphrec.render.html import SCRIPTS, report_fragment, to_html
+from torchgraphrec.render.options import RenderOptions
 
 
 @pytest.fixture(scope="module")
 def recording() -> tgr.Recording:
-    return tgr.record(*fresh("resnet_like"), backward=True)
+    return tgr.record(*fresh("resnet_like"), backward=True, flops=True)
 
 
-def _data(html: str) -> dict:
-    text = re.search(r'<script type="application/json" class="tgr-data">(.*?)</script>', html,
+def script_json(page: str, name: str) -> object:
+    text = re.search(rf'<script type="application/json" class="{name}">(.*?)</script>', page,
                      re.S).group(1)
     return json.loads(text)
 
 
 def test_report_is_one_self_contained_file(recording, tmp_path: Path) -> None:
     path = recording.render(tmp_path / "report.html")
-    html = path.read_text(encoding="utf-8")
-    assert not re.search(r"https?://", html)
-    assert "<script src" not in html and "<link" not in html
-    assert html.count("<svg") == 4  # all levels, depths 0, 1 and 2
-    data = _data(html)
-    assert set(data["nodes"]) == set(recording.graph.nodes)
-    assert len(data["layers"]) == 38 and data["layers"][0]["qualname"] == "(root)"
+    page = path.read_text(encoding="utf-8")
+    assert "<script src" not in page and "<link" not in page
+    # viz-js's licence header names its project's pages; nothing else links anywhere
+    outside_viz = re.sub(r'<script type="text/plain" class="tgr-viz">.*?</script>', "", page,
+                         flags=re.S)
+    assert not re.search(r"https?://", outside_viz)
+    # the opening drawing; every other is laid out by the page
+    assert outside_viz.count("<svg") == 1
+    drawing = script_json(page, "tgr-drawing")
+    assert set(drawing["ids"]) == set(recording.graph.nodes)
+    info = script_json(page, "tgr-data")
+    assert len(info) == len(drawing["ids"])
+    assert info[drawing["ids"].index("layer:stem.0#0")]["_settings"] == "3→16, 3×3, pad 1, no bias"
 
 
-def test_everything_inserted_is_escaped(tmp_path: Path) -> None:
+def test_the_page_opens_at_the_static_drawings_depth() -> None:
+    # GPT-2 (two blocks) draws at full depth; the deep MLP's "auto" depth is shallower
+    for name in ("gpt2", "resnet_like"):
+        graph = tgr.record(*fresh(name)).graph
+        page = to_html(graph)
+        config = script_json(page, "tgr-config")
+        assert config["preset"]["depth"] == opening_depth(graph, RenderOptions())
+    graph = tgr.record(*fresh("resnet_like")).graph
+    config = script_json(to_html(graph, depth=1, include_tensors=True, rankdir="LR"),
+                         "tgr-config")
+    assert config["preset"] == {"depth": 1, "tensors": True, "params": False, "ops": True,
+                                "leaves": False, "fold": True, "rankdir": "LR", "side": "both"}
+
+
+def test_everything_inserted_is_escaped() -> None:
     model = nn.Sequential()
     model.add_module("</script><b>", nn.Linear(2, 2))
     hostile = type("</script><i>", (nn.ReLU,), {})
     model.add_module("a&b", hostile())
-    html = to_html(tgr.record(model, torch.randn(1, 2)).graph)
-    assert "</script><b>" not in html and "<b>" not in html and "<i>" not in html
-    assert html.count("</script>") == 2  # the data and the page's own script, nothing else
-    data = _data(html)
-    assert "layer:</script><b>#0" in data["nodes"]
+    page = to_html(tgr.record(model, torch.randn(1, 2)).graph)
+    assert "</script><b>" not in page and "<b>" not in page and "<i>" not in page
+    # the drawing, the data, the options, viz-js and the page's own script: nothing else
+    assert page.count("</script>") == 5
+    assert "layer:</script><b>#0" in script_json(page, "tgr-drawing")["ids"]
+
+
+def test_the_report_is_deterministic(recording) -> None:
+    assert to_html(recording.graph) == to_html(recording.graph)
 
 
 def test_fragments_keep_their_own_ids(recording) -> None:
@@ -58,11 +83,39 @@ def test_fragments_keep_their_own_ids(recording) -> None:
     assert 'id="two"' in second
 
 
+def test_every_script_is_inlined(recording) -> None:
+    page = to_html(recording.graph)
+    for name in SCRIPTS:
+        first_function = re.search(r"^function (\w+)", (Path(tgr.__file__).parent / "render"
+                                   / "templates" / name).read_text(), re.M).group(1)
+        assert f"function {first_function}(" in page, name
+
+
+def test_times_say_what_they_are(recording) -> None:
+    page = to_html(recording.graph)
+    assert "recorded forward" in page and "(recording included)" in page
+    assert "plain forward" not in page  # none was measured
+    graph = recording.graph.copy()
+    graph.graph["plain_forward_ms"] = 1.25
+    timed = to_html(graph)
+    assert "plain forward 1.25 ms" in timed
+    assert script_json(timed, "tgr-config")["plain_ms"] == 1.25
+
+
+def test_costs_are_in_the_header(recording) -> None:
+    page = to_html(recording.graph)
+    assert "5.2 MFLOPs forward, 9.9 MFLOPs backward" in page
+    assert "222 kB saved for backward" in page
+
+
 def test_jupyter_bundle(recording) -> None:
     bundle = recording._repr_mimebundle_()
     assert bundle["text/plain"] == "<Recording model=ResNetLike layers=38 ops=44 tensors=36 params=56>"
     assert bundle["image/svg+xml"].lstrip().startswith("<?xml")
-    assert 'class="tgr-report"' in bundle["text/html"]
+    frame = bundle["text/html"]
+    assert frame.startswith('<iframe class="tgr-frame"') and frame == recording._repr_html_()
+    srcdoc = re.search(r'srcdoc="([^"]*)"', frame).group(1)
+    assert html.unescape(srcdoc) == to_html(recording.graph)  # the same page, whole
     assert set(recording._repr_mimebundle_(include=["text/plain"])) == {"text/plain"}
 
 
@@ -75,94 +128,22 @@ def test_jupyter_caps_large_output(recording, monkeypatch) -> None:
     assert "cap is 0 MB" in bundle["text/html"] and "rec.show(depth=2)" in bundle["text/html"]
 
 
-def _expected_hits(recording, query: str, **options) -> int:
-    drawing = layout(recording.to_dot(**options))
-    data_ids = {}
-    for node, attrs in recording.graph.nodes(data=True):
-        fields = [node, attrs.get("label"), attrs.get("qualname"), attrs.get("type"),
-                  attrs.get("name")]
-        data_ids[node] = any(query in str(f).lower() for f in fields if f is not None)
-    hits = 0
-    for obj in drawing["objects"]:
-        if "nodes" in obj and not obj["name"].startswith("cluster_"):
-            continue  # a rank=same subgraph, which repeats its cluster's id
-        node = obj["id"][2:]
-        hits += bool(data_ids.get(node))
-    return hits
-
-
-def test_report_works_in_a_real_browser(browser, recording, tmp_path: Path) -> None:
-    # the op-level drawing with parameters, so that ops and parameters can be clicked
-    path = recording.render(tmp_path / "report.html", expand_leaves=True, include_params=True)
-    with open_page(browser, path) as loaded:
-        page = loaded.page
-        page.fill("#tgr .tgr-search", "conv")
-        shown = page.locator("#tgr .tgr-view:not([hidden]) .tgr-hit").count()
-        assert shown == _expected_hits(recording, "conv", expand_leaves=True,
-                                       include_params=True) > 0
-        assert page.text_content("#tgr .tgr-count").startswith(f"{shown} matches in this view")
-
-        page.click('#tgr [id="n-param:stem.0.weight"]')
-        assert page.text_content("#tgr .tgr-details-title") == "stem.0.weight"
-        assert "(16, 3, 3, 3)" not in page.text_content("#tgr .tgr-details")
-        assert "[16,3,3,3]" in page.text_content("#tgr .tgr-details")
-
-        page.select_option("#tgr .tgr-depth", "2")
-        assert page.locator("#tgr .tgr-view").nth(0).is_hidden()
-        assert page.locator("#tgr .tgr-view").nth(2).is_visible()
-        page.click('#tgr .tgr-view:not([hidden]) [id="n-layer:stem#0"]')
-        assert page.text_content("#tgr .tgr-details-title") == "stem"
-
-        page.click('#tgr .tgr-calls th[data-key="params"]')
-        params = [int(t.replace(",", "")) for t in
-                  page.locator("#tgr .tgr-calls tbody tr td:nth-child(4)").all_text_contents()]
-        assert params == sorted(params) and params[0] < params[-1]
-        page.click('#tgr .tgr-calls th[data-key="params"]')
-        again = [int(t.replace(",", "")) for t in
-                 page.locator("#tgr .tgr-calls tbody tr td:nth-child(4)").all_text_contents()]
-        assert again == sorted(params, reverse=True)
-
-        page.select_option("#tgr .tgr-depth", "0")
-        svg = page.locator("#tgr .tgr-view:not([hidden]) svg")
-        before = svg.get_attribute("viewBox")
-        box = svg.bounding_box()
-        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        page.mouse.wheel(0, -400)
-        assert svg.get_attribute("viewBox") != before
-        page.click("#tgr .tgr-fit")
-        assert svg.get_attribute("viewBox") == before
-
-        inner = page.locator('#tgr .tgr-view:not([hidden]) [id="n-op:conv2d#0"]')
-        assert inner.is_visible()
-        page.dblclick('#tgr .tgr-view:not([hidden]) [id="c-layer:stem#0"] text')
-        assert inner.is_hidden()
-        page.dblclick('#tgr .tgr-view:not([hidden]) [id="c-layer:stem#0"] text')
-        assert inner.is_visible()
-
-        assert page.locator("#tgr .tgr-timeline rect.tgr-backward").count() == 38
-        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
-    assert loaded.problems == []
-    assert all(url.startswith("file:") for url in loaded.requests), loaded.requests
-    assert (tmp_path / "report.png").stat().st_size > 10_000
-
-
-def test_probe_statistics_show_in_the_side_panel(browser, tmp_path: Path) -> None:
-    from torchgraphrec import select as S
-    from torchgraphrec.recording import backward_loss
-
-    case = fresh("resnet_like")
-    with tgr.Recorder(case.model, probes=[tgr.probe("grad_output", where=S.leaves())]) as rec:
-        for _ in range(3):
-            backward_loss(case.model(*case.args)).backward()
-            rec.step()
-    path = rec.recording.to_html(tmp_path / "probes.html")
-    with open_page(browser, path) as loaded:
-        page = loaded.page
-        page.click('#tgr .tgr-view:not([hidden]) [id="n-layer:layers.0.0.conv1#0"]')
-        assert "grad_output.rms" in page.text_content("#tgr .tgr-details")
-        assert page.locator("#tgr .tgr-series .tgr-chart").count() == 1
-        assert page.text_content("#tgr .tgr-series").startswith("grad_output.rms over 3 steps")
-    assert loaded.problems == []
+def test_a_diff_report_carries_both_sides() -> None:
+    torch.manual_seed(0)
+    old = tgr.record(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)), torch.randn(2, 4))
+    new = tgr.record(nn.Sequential(nn.Linear(4, 16), nn.GELU(), nn.Linear(16, 2)),
+                     torch.randn(2, 4))
+    union = tgr.diff(old, new).union
+    page = to_html(union)
+    drawing, config = script_json(page, "tgr-drawing"), script_json(page, "tgr-config")
+    assert config["diff"] is True
+    status = dict(zip(drawing["ids"], drawing["status"]))
+    assert status["layer:1#0"] == "changed" and status["op:gelu#1"] == "added"
+    assert status["op:relu#1"] == "removed"
+    # side A's labels are A's: the first Linear 4→8 with 40 params, the activation a ReLU
+    old_boxes = {drawing["ids"][int(i)]: form for i, form in drawing["old"]["box"].items()}
+    assert "4→8" in old_boxes["layer:0#0"][0] and "40 params" in old_boxes["layer:0#0"][0]
+    assert "ReLU" in old_boxes["layer:1#0"][0]
 
 
 def test_notebook_display_never_imports_ipython() -> None:
@@ -190,3 +171,5 @@ def test_show_displays_with_the_given_options(recording) -> None:
     svg = bundle["image/svg+xml"].replace("&#45;", "-")  # Graphviz escapes '-' in attributes
     assert 'id="n-layer:#0"' in svg  # depth 0: the root drawn as one box
     assert svg.count("tgr-tensor") == 2  # the model's input and output only
+    page = html.unescape(re.search(r'srcdoc="([^"]*)"', bundle["text/html"]).group(1))
+    assert script_json(page, "tgr-config")["preset"]["depth"] == 0

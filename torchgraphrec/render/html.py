@@ -23,7 +23,8 @@ from torchgraphrec.render.describe import describe, opening_depth
 from torchgraphrec.render.dot import to_dot
 from torchgraphrec.render.engine import run_engine
 from torchgraphrec.render.options import RenderOptions
-from torchgraphrec.render.pagedata import colour_choices, facts, node_info
+from torchgraphrec.render.sides import is_union, old_forms, old_side
+from torchgraphrec.render.pagedata import PLAIN_FORWARD, colour_choices, facts, node_info
 from torchgraphrec.render.vendor import viz_js
 
 __all__ = ["to_html", "report_fragment", "SCRIPTS", "BIG_DRAWING"]
@@ -86,7 +87,8 @@ def _config(graph: nx.DiGraph, options: RenderOptions, depth: Any) -> dict[str, 
                    "leaves": options.expand_leaves, "fold": options.fold_repeats,
                    "rankdir": options.rankdir, "side": "both"},
         "deepest": max(layers, default=0), "colour": colour_choices(graph, options.color_by),
-        "big": BIG_DRAWING, "diff": "diff_a_model" in graph.graph,
+        "big": BIG_DRAWING, "diff": is_union(graph),
+        "plain_ms": graph.graph.get(PLAIN_FORWARD),
         "sides": [graph.graph.get("diff_a_model", ""), graph.graph.get("model", "")],
     }
 
@@ -103,8 +105,9 @@ def report_fragment(graph: nx.DiGraph, *, element_id: str = "tgr", **options: An
     opening = replace(settings, depth=depth, color_by=None)  # the page colours by itself
     svg = run_engine(to_dot(graph, **vars(opening)), "svg", settings.engine)
     drawing = describe(graph, settings)
-    if "diff_a_model" in graph.graph:
+    if is_union(graph):
         drawing["status"] = [graph.nodes[n].get("diff", "same") for n in drawing["ids"]]
+        drawing["old"] = old_forms(drawing, describe(old_side(graph), settings))
     return _template("report.html.j2").render(
         root_id=element_id, facts=facts(graph), svg=_inline_svg(svg),
         drawing_json=_script_json(drawing),

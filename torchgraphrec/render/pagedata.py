@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import Any, Optional, Sequence
 
 import networkx as nx
 
 from torchgraphrec.render import labels
+from torchgraphrec.render.settings import settings_text
 from torchgraphrec.render.theme import SCALE
 
-__all__ = ["node_info", "facts", "colour_choices", "COSTS", "PLAIN_FORWARD"]
+__all__ = ["node_info", "facts", "colour_choices", "amount", "COSTS", "PLAIN_FORWARD"]
 
 #: The cost attributes a page can colour by and tabulate, with their headings.
 COSTS = {"flops": "FLOPs", "backward_flops": "backward FLOPs", "saved_bytes": "saved activations",
@@ -31,19 +31,43 @@ def _plain(value: Any, index: dict[str, int]) -> Any:
     return value
 
 
+def _info(attrs: dict[str, Any], index: dict[str, int]) -> dict[str, Any]:
+    found = {key: _plain(value, index) for key, value in attrs.items() if key not in _LEFT_OUT}
+    if attrs.get("settings"):  # as the box writes it; the raw text stays under "settings"
+        found["_settings"] = settings_text(attrs["type"], attrs["settings"], limit=200)
+    return found
+
+
 def node_info(graph: nx.DiGraph, order: Sequence[str]) -> list[dict[str, Any]]:
     """Each node's attributes, in ``order``, for the details panel, the search, the table
-    and the timeline (``inputs`` and ``outputs`` as node numbers).
+    and the timeline (``inputs`` and ``outputs`` as node numbers); what the page derives
+    for people, not recorded as such, is under keys starting with ``_``.
 
     >>> g = nx.DiGraph()
     >>> g.add_node("t", kind="tensor", parent=None, depth=0, seq=0, shape=(2, 3))
-    >>> g.add_node("l", kind="layer", parent=None, depth=0, seq=1, inputs=("t",))
-    >>> node_info(g, ["t", "l"])
-    [{'shape': (2, 3)}, {'inputs': [0]}]
+    >>> g.add_node("l", kind="layer", parent=None, depth=0, seq=1, inputs=("t",),
+    ...            type="Linear", settings="in_features=3, out_features=4, bias=True")
+    >>> node_info(g, ["t", "l"])[1]
+    {'inputs': [0], 'type': 'Linear', 'settings': 'in_features=3, out_features=4, bias=True', '_settings': '3→4'}
     """
     index = {node: i for i, node in enumerate(order)}
-    return [{key: _plain(value, index) for key, value in graph.nodes[node].items()
-             if key not in _LEFT_OUT} for node in order]
+    return [_info(graph.nodes[node], index) for node in order]
+
+
+def amount(value: Optional[float], unit: str) -> str:
+    """A count in engineering units, as the page writes it.
+
+    >>> amount(5161600, "FLOPs"), amount(222464, "B"), amount(None, "B")
+    ('5.2 MFLOPs', '222 kB', '')
+    """
+    if value is None:
+        return ""
+    prefixes, step = ["", "k", "M", "G", "T", "P"], 0
+    while abs(value) >= 1000 ** (step + 1) and step < len(prefixes) - 1:
+        step += 1
+    shown = value / 1000 ** step
+    text = f"{shown:.0f}" if step == 0 or shown >= 100 else f"{shown:.1f}"
+    return f"{text} {prefixes[step]}{unit}"
 
 
 def _roots(graph: nx.DiGraph) -> list[dict[str, Any]]:
@@ -65,10 +89,10 @@ def facts(graph: nx.DiGraph) -> dict[str, Any]:
         "recorded_ms": sum(a["t_end_ns"] - a["t_start_ns"] for a in roots) / 1e6,
         "plain_ms": graph.graph.get(PLAIN_FORWARD),
         "counts": counts,
-        "written": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
     }
-    for key in ("flops", "backward_flops", "saved_bytes"):
-        found[key] = graph.graph.get(key)
+    found["flops"] = amount(graph.graph.get("flops"), "FLOPs")
+    found["backward_flops"] = amount(graph.graph.get("backward_flops"), "FLOPs")
+    found["saved_bytes"] = amount(graph.graph.get("saved_bytes"), "B")
     if "diff_a_model" in graph.graph:
         found["diff"] = {status: sum(1 for _, s in graph.nodes(data="diff") if s == status)
                          for status in ("added", "removed", "changed")}

@@ -283,21 +283,24 @@ function tgrWrite(P, state, folded, placed, lifted) {
   for (const c of clusterNames.keys()) bodies.set(c, []);
   const edges = lifted.edges;
   const spine = new Set(tgrSpine(P, placed, edges));
+  // side A of a diff: changed nodes as they were (render/sides.py)
+  const old = state.side === "a" && D.old ? D.old : {box: {}, cluster: {}};
   for (const i of nodes) {
     const name = "n" + names.size, run = form(i);
+    const [own, extra, w] = run ? [run.own, run.extra, run.width] : old.box[i] || [D.own[i], D.extra[i], D.width[i]];
     names.set(i, name);
-    width.set(i, run ? run.width : D.width[i]);
+    width.set(i, w);
     const group = spine.has(i) ? " group=spine" : "";
-    bodies.get(parentOf.get(i)).push(`\t${name} [${run ? run.own : D.own[i]} ${D.styles[TGR_STYLE[D.kind[i]]]}${group} ${run ? run.extra : D.extra[i]}]\n`);
+    bodies.get(parentOf.get(i)).push(`\t${name} [${own} ${D.styles[TGR_STYLE[D.kind[i]]]}${group} ${extra}]\n`);
   }
-  if (state.rankdir === "TB" || state.rankdir === "BT") tgrSpacers(P, placed, lifted, spine, names, width, bodies, form);
+  if (state.rankdir === "TB" || state.rankdir === "BT") tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, old);
   tgrBeside(P, placed, edges, names, bodies);
   const depthOf = (c) => { let d = 0; for (let p = parentOf.get(c); p !== -1; p = parentOf.get(p)) d++; return d; };
   const position = (c) => typeof c === "string" ? runOf(c).calls[0] : c;
   const order = [...clusterNames.keys()].map((c) => [depthOf(c), position(c), c]).sort((a, b) => b[0] - a[0] || a[1] - b[1]);
   for (const [, , c] of order) {
     const run = typeof c === "string" ? runOf(c) : form(c);
-    const attrs = typeof c === "string" ? run.group : run ? run.cluster : D.cluster[c];
+    const attrs = typeof c === "string" ? run.group : run ? run.cluster : old.cluster[c] ? old.cluster[c][0] : D.cluster[c];
     const inner = bodies.get(c).map((line) => "\t" + line);
     bodies.get(parentOf.get(c)).push(`\tsubgraph ${clusterNames.get(c)} {\n\t\tgraph${attrs}\n`, ...inner, "\t}\n");
   }
@@ -323,7 +326,7 @@ function tgrEdgeLine(P, s, t, names, clusterNames, inside) {
 
 /* Invisible spacers left of each cluster's entry node, so that its title ends before the
    flow comes in (render/dot.py, render/spine.py). */
-function tgrSpacers(P, placed, lifted, spine, names, width, bodies, form) {
+function tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, old) {
   const {D} = P, {inside} = lifted, found = new Map();
   for (const i of spine) for (const [c, members] of inside) if (members.has(i) && !found.has(c)) found.set(c, i);
   const fed = new Map();
@@ -336,7 +339,7 @@ function tgrSpacers(P, placed, lifted, spine, names, width, bodies, form) {
   }
   const needed = new Map();
   for (const [c, i] of found) {
-    const title = typeof c === "string" ? D.runs[+c.slice(1)].title : (form(c) || {title: D.title[c]}).title;
+    const title = typeof c === "string" ? D.runs[+c.slice(1)].title : (form(c) || {title: old.cluster[c] ? old.cluster[c][1] : D.title[c]}).title;
     needed.set(i, Math.max(needed.get(i) || 0, title));
   }
   const sorted = [...needed].sort((a, b) => (names.get(a[0]) < names.get(b[0]) ? -1 : 1));

@@ -5,6 +5,7 @@
 async function tgrSelect(R, i, options) {
   R.selected = i;
   if (options.reveal) {
+    tgrShowCanvas(R);
     await tgrReveal(R, i, false);
     const element = tgrHolder(R, i);
     if (element) tgrZoomTo(R, element);
@@ -15,12 +16,18 @@ async function tgrSelect(R, i, options) {
   tgrWriteUrl(R);
 }
 
+/* Bring the drawing on screen (a click in the table below it selects in the drawing). */
+function tgrShowCanvas(R) {
+  const rect = R.host.getBoundingClientRect();
+  if (rect.top < 0 || rect.bottom > window.innerHeight) R.host.scrollIntoView({block: "nearest"});
+}
+
 function tgrShapeText(shape) { return shape && shape.length ? shape.join("×") : "scalar"; }
 
 function tgrTensorText(R, t) {
   const a = R.info[t] || {};
   if (!a.shape) return a.qualname || R.D.ids[t];
-  const dtype = a.dtype && a.dtype !== "float32" ? " " + a.dtype : "";
+  const dtype = a.dtype ? " " + a.dtype : "";
   return `${a.name ? a.name + ": " : ""}${tgrShapeText(a.shape)}${dtype}`;
 }
 
@@ -53,7 +60,9 @@ function tgrDetails(R, i) {
   R.$(".tgr-details-hint").hidden = true;
   box.replaceChildren();
   const rows = [];
-  const row = (key, value) => { if (value !== undefined && value !== null && value !== "") rows.push([key, value]); };
+  const row = (key, value, sep) => {
+    if (value !== undefined && value !== null && value !== "" && !(Array.isArray(value) && !value.length)) rows.push([key, value, sep]);
+  };
   const link = (j) => ({link: j, text: D.kind[j] === "L" ? (info[j].qualname || info[j].type) : tgrTensorText(R, j)});
   if (kind === "L") tgrLayerRows(R, i, a, row, link);
   else if (kind === "O") {
@@ -73,7 +82,7 @@ function tgrDetails(R, i) {
   }
   tgrCostRows(R, a, row);
   tgrDiffRows(R, a, row);
-  for (const [key, value] of rows) tgrRow(R, box, key, value);
+  for (const [key, value, sep] of rows) tgrRow(R, box, key, value, sep);
   tgrActions(R, i);
   tgrRaw(R, i, a);
   tgrSeries(R, a.probe_series || {});
@@ -82,15 +91,18 @@ function tgrDetails(R, i) {
 function tgrLayerRows(R, i, a, row, link) {
   const {D} = R;
   row("type", a.type + (a.call_index ? ` (call #${a.call_index})` : ""));
-  row("settings", a.settings);
+  row("settings", a._settings || a.settings);
   const path = [];
-  for (let p = D.parent[i]; p >= 0; p = D.parent[p]) path.unshift(link(p));
-  row("inside", path.length ? path : "");
+  for (let p = D.parent[i]; p >= 0; p = D.parent[p]) {
+    const name = R.info[p].qualname, above = D.parent[p] >= 0 ? R.info[D.parent[p]].qualname : "";
+    path.unshift({link: p, text: !name ? R.info[p].type : above && name.startsWith(above + ".") ? name.slice(above.length + 1) : name});
+  }
+  row("inside", path, " › ");
   row("inputs", (a.inputs || []).map((t) => tgrTensorText(R, t)).join(", "));
   row("outputs", (a.outputs || []).map((t) => tgrTensorText(R, t)).join(", "));
-  row("parameters", a.num_params ? a.num_params.toLocaleString("en") : "none");
+  row("parameters", a.num_params ? a.num_params.toLocaleString("en") + (a.call_index ? " (shared by every call)" : "") : "none");
   const own = tgrParamsOf(R, a.qualname);
-  if (own.length && !a.call_index) row("its own", own.map((p) => `${R.info[p].qualname.split(".").pop()} ${tgrShapeText(R.info[p].shape)}`).join(", "));
+  if (own.length) row("its own", own.map((p) => `${R.info[p].qualname.split(".").pop()} ${tgrShapeText(R.info[p].shape)}`).join(", "));
   const run = tgrFoldedRunOf(R, i);
   if (run !== undefined) row("drawn for", `${R.D.runs[run].count} repeats of this block, folded into one`);
   if (a.training === false) row("mode", "eval");
@@ -106,6 +118,9 @@ function tgrCostRows(R, a, row) {
   row("parameter size", tgrFormat("param_bytes", a.param_bytes));
   row("size", tgrFormat("bytes", a.bytes));
   for (const [key, label] of times) row(label, tgrFormat(key, a[key]));
+  if (a.type !== undefined && R.D.parent[R.selected] === -1 && R.config.plain_ms !== null) {
+    row("forward without the recorder", tgrFormat("forward_ms", R.config.plain_ms));
+  }
   if (a.forward_ms === undefined && a.t_end_ns !== undefined && a.type !== undefined) {
     row("forward (recorded, recording included)", tgrFormat("forward_ms", (a.t_end_ns - a.t_start_ns) / 1e6));
   }
@@ -122,13 +137,13 @@ function tgrDiffRows(R, a, row) {
   if (a.diff_inside && a.diff === "same") row("inside", "something under it differs");
 }
 
-function tgrRow(R, table, key, value) {
+function tgrRow(R, table, key, value, sep) {
   const line = document.createElement("div"), name = document.createElement("span"), content = document.createElement("span");
   line.className = "tgr-row";
   name.textContent = key;
   const parts = Array.isArray(value) ? value : [value];
   parts.forEach((part, k) => {
-    if (k) content.append(", ");
+    if (k) content.append(sep || ", ");
     if (part && typeof part === "object" && "link" in part) {
       const a = document.createElement("a");
       a.href = "#";
@@ -165,7 +180,7 @@ function tgrRaw(R, i, a) {
   raw.hidden = false;
   table.replaceChildren();
   for (const [key, value] of Object.entries({id: R.D.ids[i], ...a})) {
-    if (key === "probe_series") continue;
+    if (key === "probe_series" || key.startsWith("_")) continue;
     const row = table.insertRow();
     row.insertCell().textContent = key;
     row.insertCell().textContent = typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
@@ -173,7 +188,7 @@ function tgrRaw(R, i, a) {
 }
 
 function tgrSeries(R, series) {
-  const box = R.$(".tgr-series"), ns = "http://www.w3.org/2000/svg".replace("http", "http");
+  const box = R.$(".tgr-series");
   box.replaceChildren();
   for (const [name, points] of Object.entries(series)) {
     const values = points.map((p) => p[1]).filter((v) => Number.isFinite(v));
@@ -193,5 +208,4 @@ function tgrSeries(R, series) {
     svg.append(line, label);
     box.append(svg);
   }
-  return ns;
 }

@@ -9,6 +9,7 @@ function tgrReport(root) {
   R.config = JSON.parse(root.querySelector("script.tgr-config").textContent);
   R.$ = (selector) => root.querySelector(selector);
   tgrPanZoom(R);
+  if (R.svg) tgrOpeningView(R);
   // the first drawing is painted first; the data and the layout engine come after it
   requestAnimationFrame(() => setTimeout(() => tgrStart(R), 0));
   root.tgr = R;
@@ -32,11 +33,15 @@ function tgrStart(R) {
   tgrSearchSetup(R);
   tgrTables(R);
   R.onClick = (element) => tgrClicked(R, element);
-  R.onDouble = (element) => tgrDoubleClicked(R, element);
+  R.onDouble = (element, event) => tgrDoubleClicked(R, element, event);
   tgrIndexElements(R);
   tgrDecorate(R, true);
   if (fromUrl) tgrUpdate(R, null).then(() => { if (R.selected !== undefined) tgrSelect(R, R.selected, {reveal: true}); });
-  setTimeout(() => tgrViz(R).then(() => { R.root.dataset.engine = "ready"; }), 0);
+  setTimeout(() => tgrViz(R).then(() => {
+    performance.mark("tgr-engine-ready");
+    R.root.dataset.engine = "ready";
+  }), 0);
+  performance.mark("tgr-ready");
   R.root.dataset.ready = "true";
 }
 
@@ -54,8 +59,11 @@ function tgrCopyState(state) {
   return {...state, open: new Set(state.open), unfolded: new Set(state.unfolded), leafOps: new Set(state.leafOps)};
 }
 
-/* Compose, lay out (cached by DOT text), swap, keep the anchor still, decorate, save. */
-async function tgrUpdate(R, anchor) {
+/* Compose, lay out (cached by DOT text), swap, keep the anchor still, decorate, save.
+   `since`: when the reader acted (an event's timeStamp), to time the action until the
+   new drawing is painted (root's data-last-ms, read by the tests and the benchmark). */
+async function tgrUpdate(R, anchor, since) {
+  const started = since || performance.now();
   const ticket = ++R.busy;
   const composed = tgrCompose(R.P, R.state);
   if (composed.placed.nodes.length > R.config.big && !(await tgrAsk(R, composed))) {
@@ -87,9 +95,12 @@ async function tgrUpdate(R, anchor) {
   tgrSwap(R, svg, anchor);
   tgrIndexElements(R);
   tgrDecorate(R, true);
+  if (R.selected !== undefined) tgrActions(R, R.selected);  // what the selection offers now
   tgrSyncControls(R);
   tgrWriteUrl(R);
   tgrStatus(R, "");
+  await new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));  // painted
+  R.root.dataset.lastMs = String(Math.round(performance.now() - started));
   R.root.dataset.layouts = String(Number(R.root.dataset.layouts || 0) + 1);
   return true;
 }
@@ -146,11 +157,12 @@ function tgrClicked(R, element) {
   if (i !== undefined) tgrSelect(R, i, {});
 }
 
-function tgrDoubleClicked(R, element) {
+function tgrDoubleClicked(R, element, event) {
   const i = tgrIndexOf(R, element);
   if (i === undefined) return;
+  // a folded run, drawn as a box or a cluster, opens to its repeats ("Close" is in the panel)
   const run = tgrFoldedRunOf(R, i);
-  if (element.id.startsWith("g-group:") || (run !== undefined && element.classList.contains("node"))) {
+  if (run !== undefined) {
     tgrUnfold(R, run);
   } else if (element.classList.contains("cluster")) {
     R.state.open.delete(i);
@@ -158,7 +170,7 @@ function tgrDoubleClicked(R, element) {
   } else if (!tgrOpen(R, i)) {
     return;
   }
-  tgrUpdate(R, tgrAnchor(R, element, tgrAnchorIds(R, i)));
+  tgrUpdate(R, tgrAnchor(R, element, tgrAnchorIds(R, i)), event && event.timeStamp);
 }
 
 /* Open call `i` in place (its children, or a leaf's ops); false where there is nothing. */
@@ -192,9 +204,13 @@ function tgrUnfold(R, r) {
   for (const call of R.D.runs[r].calls) { R.state.open.delete(call); R.state.leafOps.delete(call); }
 }
 
-/* Make node `i` drawn: show the repeats it is in, open the calls around it. */
+/* Make node `i` drawn: show the repeats it is in, open the calls around it. A node of a
+   kind the reader hid (a parameter while parameters are off) is shown by the box of its
+   call: the path opens down to that call, which stays closed. */
 function tgrRevealState(R, i) {
   const {D, P} = R;
+  const hidden = {T: !R.state.tensors, P: !R.state.params, O: !R.state.ops}[D.kind[i]];
+  if (hidden && D.parent[i] >= 0) i = D.parent[i];
   for (let x = i; x >= 0; x = D.parent[x]) {
     for (const [r, k] of P.repeatOf.get(x) || []) if (k > 0 && R.drawn.folded[r]) tgrUnfold(R, r);
     for (const [, r] of P.foldTo.get(x) || []) if (R.drawn.folded[r]) tgrUnfold(R, r);
@@ -223,18 +239,18 @@ function tgrControls(R) {
   depth.add(new Option("all", "all"));
   const opening = R.config.preset.depth;
   [...depth.options].forEach((o) => { if (o.value === (opening === null ? "all" : String(opening))) o.text += " (opening)"; });
-  depth.addEventListener("change", () => {
+  depth.addEventListener("change", (event) => {
     const d = depth.value === "all" ? null : Number(depth.value);
     const keep = tgrCopyState(R.state);
     R.state = {...tgrPresetState(R, d), fold: keep.fold, tensors: keep.tensors, params: keep.params,
       ops: keep.ops, leaves: keep.leaves, rankdir: keep.rankdir, side: keep.side};
-    tgrUpdate(R, null);
+    tgrUpdate(R, null, event.timeStamp);
   });
-  R.root.querySelectorAll(".tgr-opt").forEach((box) => box.addEventListener("change", () => {
+  R.root.querySelectorAll(".tgr-opt").forEach((box) => box.addEventListener("change", (event) => {
     R.state[box.dataset.opt] = box.checked;
-    tgrUpdate(R, null);
+    tgrUpdate(R, null, event.timeStamp);
   }));
-  R.$(".tgr-rankdir").addEventListener("change", (event) => { R.state.rankdir = event.target.value; tgrUpdate(R, null); });
+  R.$(".tgr-rankdir").addEventListener("change", (event) => { R.state.rankdir = event.target.value; tgrUpdate(R, null, event.timeStamp); });
   R.$(".tgr-side-control").hidden = !R.config.diff;
   R.$(".tgr-side").addEventListener("change", (event) => { R.state.side = event.target.value; tgrUpdate(R, null); });
   R.$(".tgr-fit").addEventListener("click", () => tgrFit(R));

@@ -73,13 +73,31 @@ function tgrFit(R) {
   if (R.svg) R.svg.setAttribute("viewBox", R.svg.dataset.fitted);
 }
 
-/* Zoom so that `element` is in the middle, readable: about a third of the canvas wide,
-   never more than twice its natural size. */
+/* Drawing units per pixel above which 10-point labels are too small to read. */
+var TGR_READABLE = 1.5;
+
+/* A new drawing without an anchor: all of it where it is readable so, else its start (where
+   the flow comes in) at a readable zoom; Fit shows all of it. */
+function tgrOpeningView(R) {
+  const svg = R.svg, rect = svg.getBoundingClientRect();
+  tgrFit(R);
+  if (!rect.width || tgrScale(svg) <= TGR_READABLE) return;
+  const [x, y, w, h] = tgrBox(svg), scale = 1.1, margin = 16;
+  const rankdir = (R.state || R.config.preset).rankdir;
+  const across = rankdir === "TB" || rankdir === "BT";
+  const at = across
+    ? [x + w / 2, rankdir === "TB" ? y : y + h, rect.left + rect.width / 2, rankdir === "TB" ? rect.top + margin : rect.bottom - margin]
+    : [rankdir === "LR" ? x : x + w, y + h / 2, rankdir === "LR" ? rect.left + margin : rect.right - margin, rect.top + rect.height / 2];
+  tgrPutAt(svg, scale, at[0], at[1], at[2], at[3]);
+}
+
+/* Zoom so that `element` is in the middle at about its natural size (readable, with its
+   neighbours in view), or smaller where it would not fit. */
 function tgrZoomTo(R, element) {
   const svg = R.svg, rect = element.getBoundingClientRect(), outer = svg.getBoundingClientRect();
   const scale = tgrScale(svg);
   const width = rect.width * scale, height = rect.height * scale;
-  const wanted = Math.max(0.375, width / (outer.width / 3), height / (outer.height / 3));
+  const wanted = Math.max(0.9, width / (outer.width * 0.8), height / (outer.height * 0.8));
   const [x, y] = tgrCentre(svg, element);
   tgrPutAt(svg, wanted, x, y, outer.left + outer.width / 2, outer.top + outer.height / 2);
 }
@@ -114,7 +132,7 @@ function tgrSwap(R, svg, anchor) {
   if (!svg.dataset.fitted) svg.dataset.fitted = svg.getAttribute("viewBox");
   else svg.setAttribute("viewBox", svg.dataset.fitted);
   const element = anchor && tgrFindAnchor(svg, anchor.ids);
-  if (!element) return;
+  if (!element) { tgrOpeningView(R); return; }
   const [x, y] = tgrCentre(svg, element);
   tgrPutAt(svg, anchor.scale, x, y, anchor.x, anchor.y);
 }

@@ -1,0 +1,77 @@
+"""Driving a loaded report in the browser: wait for it, act on drawn elements, read its state."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from render.browser import BrowserPage, open_page
+
+__all__ = ["loaded_report", "element", "centre", "act", "drawn_ids", "state", "timings"]
+
+ROOT = "#tgr"
+
+
+@contextmanager
+def loaded_report(browser: Any, path: Path, suffix: str = "", fit: bool = True,
+                  width: int = 1280, height: int = 900) -> Iterator[BrowserPage]:
+    """The report at ``path`` (``suffix``: a fragment such as ``#d=1``), its data read and
+    its layout engine ready; with ``fit``, the whole drawing in view, so that every element
+    can be clicked where it is drawn."""
+    with open_page(browser, path, width, height, suffix) as loaded:
+        page = loaded.page
+        page.wait_for_selector(f"{ROOT}[data-ready][data-engine=ready]", timeout=60_000)
+        if fit:
+            page.click(f"{ROOT} .tgr-fit")
+        yield loaded
+
+
+def element(page: Any, node_id: str, form: str = "") -> Any:
+    """The drawn element of ``node_id``: its box (``n``), cluster (``c``), or either."""
+    if form:
+        return page.locator(f'{ROOT} .tgr-canvas [id="{form}-{node_id}"]')
+    return page.locator(f'{ROOT} .tgr-canvas [id="n-{node_id}"], '
+                        f'{ROOT} .tgr-canvas [id="c-{node_id}"]')
+
+
+def centre(locator: Any) -> tuple[float, float]:
+    box = locator.bounding_box()
+    return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+
+
+def act(page: Any, action: Any, *args: Any) -> int:
+    """Run ``action(*args)`` (a click, a key, an option) and wait for the re-layout it
+    starts to be painted; the milliseconds from the reader's action to that paint."""
+    before = int(page.get_attribute(ROOT, "data-layouts") or 0)
+    action(*args)
+    page.wait_for_function(
+        f"Number(document.querySelector('{ROOT}').dataset.layouts || 0) > {before}",
+        timeout=60_000)
+    return int(page.get_attribute(ROOT, "data-last-ms"))
+
+
+def drawn_ids(page: Any, kind: str = "node") -> set[str]:
+    """Ids of the drawn ``node`` or ``cluster`` elements (``n-...``, ``c-...``)."""
+    return set(page.eval_on_selector_all(f"{ROOT} .tgr-canvas g.{kind}",
+                                         "els => els.map(e => e.id)"))
+
+
+def state(page: Any) -> dict[str, Any]:
+    """What the page shows: the DOT it composed, the selection, the search counter."""
+    return page.evaluate(f"""() => {{
+      const R = document.querySelector('{ROOT}').tgr;
+      return {{dot: R.drawn.dot, selected: R.selected === undefined ? null : R.D.ids[R.selected],
+               count: R.$('.tgr-count').textContent, hash: location.hash}};
+    }}""")
+
+
+def timings(page: Any) -> dict[str, Optional[float]]:
+    """Milliseconds from navigation: first contentful paint (the opening drawing is in the
+    first paint), the page's data read (``tgr-ready``) and its layout engine ready."""
+    return page.evaluate("""() => {
+      const paint = performance.getEntriesByName('first-contentful-paint')[0];
+      const mark = (name) => { const m = performance.getEntriesByName(name)[0]; return m ? m.startTime : null; };
+      return {paint: paint ? paint.startTime : null, ready: mark('tgr-ready'),
+              engine: mark('tgr-engine-ready')};
+    }""")
