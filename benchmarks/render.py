@@ -2,8 +2,12 @@
 
     python benchmarks/render.py
 
-Also the time and size of GPT-2 small's HTML report. Times are medians (seconds) of the
-rendering step alone, after a capture that is not timed.
+Also the HTML report of GPT-2 small and of the Llama-3-70B-shaped model (on the meta
+device): its size, the time to write it, and in headless Chromium (Debian's, through
+playwright) the first drawing, the page ready, and a reader's first actions (show a folded
+run's repeats, open a block in place, close it, show tensors), each from the input event
+to the painted drawing. Times are medians (seconds) of the rendering step alone, after a
+capture that is not timed.
 The peers' Graphviz calls are pointed at graphviz-pure, the engine torchgraphrec uses, so
 that layout engines do not differ. Targets: DOT for the 1,000-layer MLP's full graph
 (about 7,000 nodes) under 0.5 s; GPT-2 small at default options to SVG under 1 s.
@@ -20,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+sys.path[:0] = [str(HERE.parent / "tests"), str(HERE)]  # tests first: its render/ package
 
 
 def median_time(thunk: Callable[[], Any], runs: int = 5) -> float:
@@ -117,6 +121,47 @@ def report(case: Any) -> None:
         size = path.stat().st_size
     print(f"\nGPT-2 small HTML report: {seconds:.2f} s to write, {size / 1e6:.2f} MB "
           f"(targets: under 3 s, under 5 MB)")
+    in_browser()
+
+
+def _big_models() -> dict[str, tuple[Any, tuple[str, str], float]]:
+    """name -> (recording, (run leader, block to open), most ms per action)."""
+    import torch
+
+    import torchgraphrec
+    from llama import llama_meta
+    from render.test_report_big import gpt2_small_meta
+
+    with torch.no_grad():
+        llama = torchgraphrec.record(*llama_meta())
+    gpt2 = torchgraphrec.record(*gpt2_small_meta())
+    return {"Llama-3-70B (meta)": (llama, ("layer:layers.0#0", "layer:layers.40#0"), 1000),
+            "GPT-2 small (meta)": (gpt2, ("layer:h.0#0", "layer:h.5#0"), 500)}
+
+
+def in_browser() -> None:
+    """The report in headless Chromium: size, first drawing, and a reader's first actions."""
+    import tempfile
+
+    from render.browser import launch, missing
+    from render.reportpage import big_model_actions, measure
+
+    if missing():
+        print(f"\nreport in the browser: skipped ({missing()})")
+        return
+    print("\nReport in headless Chromium (ms; first drawing target 2000, actions 1000 for "
+          "Llama, 500 for GPT-2)")
+    with tempfile.TemporaryDirectory() as folder, launch() as browser:
+        for name, (recording, (leader, block), most) in _big_models().items():
+            path = Path(folder) / "report.html"
+            seconds = median_time(lambda: recording.render(path), 1)
+            print(f"{name}: {path.stat().st_size / 1e6:.2f} MB, written in {seconds:.2f} s, "
+                  f"{recording.graph.number_of_nodes():,} nodes")
+            for run in range(3):
+                times = measure(browser, path, big_model_actions(leader, block))
+                print(f"  run {run + 1}: " + ", ".join(
+                    f"{label} {value:.0f}" for label, value in times.items()))
+            print(f"  (each action within {most} ms)")
 
 
 if __name__ == "__main__":

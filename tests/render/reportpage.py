@@ -8,7 +8,8 @@ from typing import Any, Iterator, Optional
 
 from render.browser import BrowserPage, open_page
 
-__all__ = ["loaded_report", "element", "centre", "act", "drawn_ids", "state", "timings"]
+__all__ = ["loaded_report", "element", "centre", "act", "drawn_ids", "state", "timings",
+           "open_in_place", "big_model_actions", "measure"]
 
 ROOT = "#tgr"
 
@@ -75,3 +76,38 @@ def timings(page: Any) -> dict[str, Optional[float]]:
       return {paint: paint ? paint.startTime : null, ready: mark('tgr-ready'),
               engine: mark('tgr-engine-ready')};
     }""")
+
+
+def open_in_place(page: Any, node_id: str) -> int:
+    """Double-click ``node_id`` where it is drawn (a cluster on its title, a box anywhere),
+    the whole drawing in view first; the milliseconds until the new drawing is painted."""
+    page.click(f"{ROOT} .tgr-fit")
+    target = element(page, node_id)
+    if (target.first.get_attribute("class") or "").startswith("cluster"):
+        target = target.first.locator("text").first
+    return act(page, target.first.dblclick)
+
+
+def big_model_actions(fold_first: str, block: str) -> list[tuple[str, Any]]:
+    """What a reader does first in a big model: show a folded run's repeats (its leader
+    ``fold_first``), open one ``block`` in place, close it again, show tensors."""
+    return [
+        (f"show the repeats of {fold_first}", lambda page: open_in_place(page, fold_first)),
+        (f"open {block}", lambda page: open_in_place(page, block)),
+        (f"close {block}", lambda page: open_in_place(page, block)),
+        ("show tensors", lambda page: act(page, page.locator(
+            f'{ROOT} .tgr-opt[data-opt="tensors"]').click)),
+    ]
+
+
+def measure(browser: Any, path: Path, actions: list[tuple[str, Any]]) -> dict[str, float]:
+    """Load the report at ``path``, run ``actions`` (label, function of the page returning
+    its milliseconds) and return every time: ``paint``, ``ready``, ``engine`` (from
+    navigation) and one per action (from the reader's input to the painted drawing)."""
+    with loaded_report(browser, path) as loaded:
+        found: dict[str, float] = dict(timings(loaded.page))
+        for label, action in actions:
+            found[label] = action(loaded.page)
+    if loaded.problems:
+        raise AssertionError(f"the page reported errors: {loaded.problems[:3]}")
+    return found

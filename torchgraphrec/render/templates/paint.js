@@ -60,6 +60,7 @@ function tgrDecorate(R, fresh) {
   if (!R.svg) return;
   if (fresh && R.config.diff && !R.svg.dataset.diffed) tgrPaintDiff(R);
   tgrPaintColour(R);
+  if (fresh && R.colourBy) tgrTimeline(R);  // the scale follows what is drawn
   tgrPaintMarks(R);
 }
 
@@ -89,13 +90,16 @@ function tgrPaintColour(R) {
     element.querySelectorAll("text").forEach((text) => { text.style.fill = ""; });
   }
   const drawn = [...R.elements.keys()].filter((i) => tgrValue(R, i) !== undefined);
-  R.scale = R.colourBy ? tgrScaleOf(drawn.map((i) => tgrValue(R, i))) : null;
+  // the scale spans the boxes: a cluster holds them, so its sum would squash them all
+  const boxes = drawn.filter((i) => !R.elements.get(i).classList.contains("cluster"));
+  R.scale = R.colourBy ? tgrScaleOf((boxes.length ? boxes : drawn).map((i) => tgrValue(R, i))) : null;
   tgrLegend(R);
   if (!R.scale) return;
   for (const i of drawn) {
     const element = R.elements.get(i), shape = tgrShape(element);
     if (!shape) continue;
-    const [fill, text] = tgrColourOf(R, R.scale, tgrValue(R, i));
+    const value = Math.min(R.scale.high, Math.max(R.scale.low, tgrValue(R, i)));
+    const [fill, text] = tgrColourOf(R, R.scale, value);
     element.classList.add("tgr-coloured");
     if (element.classList.contains("cluster")) {
       shape.style.stroke = fill;
@@ -119,7 +123,7 @@ function tgrLegend(R) {
   ramp.className = "tgr-ramp";
   ramp.style.background = `linear-gradient(to right, ${R.config.colour.scale.join(", ")})`;
   legend.append(low, ramp, high);
-  legend.title = `${R.config.colour.headings[name] || name}, over the boxes drawn`;
+  legend.title = `${R.config.colour.headings[name] || name}, over the boxes drawn (a module drawn open is outlined, its value capped to the scale)`;
 }
 
 /* Search hits drawn as themselves, boxes holding hidden hits (with how many), the current

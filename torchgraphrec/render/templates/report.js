@@ -95,7 +95,7 @@ async function tgrUpdate(R, anchor, since) {
   tgrSwap(R, svg, anchor);
   tgrIndexElements(R);
   tgrDecorate(R, true);
-  if (R.selected !== undefined) tgrActions(R, R.selected);  // what the selection offers now
+  if (R.selected !== undefined) tgrDetails(R, R.selected);  // "drawn for", what it offers now
   tgrSyncControls(R);
   tgrWriteUrl(R);
   tgrStatus(R, "");

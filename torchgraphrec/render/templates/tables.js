@@ -113,9 +113,10 @@ function tgrTimeline(R) {
   const passes = [["forward", "t_start_ns", "t_end_ns"], ["backward", "t_backward_start_ns", "t_backward_end_ns"]];
   const drawn = passes.filter(([, start]) => calls.some((i) => R.info[i][start] !== undefined));
   note.textContent = "Recorded times: the recorder's own work is included. Rows are call depth. " +
-    (R.colourBy && R.scale ? `bars coloured by ${R.config.colour.headings[R.colourBy] || R.colourBy}, on the drawing's scale. ` : "") +
+    (R.colourBy && R.scale ? `Bars coloured by ${R.config.colour.headings[R.colourBy] || R.colourBy}, on the drawing's scale. ` : "") +
     "Click a bar to select the call." + (drawn.length < 2 ? " No backward was recorded." : "");
   for (const [pass, start, end] of drawn) box.append(tgrTimelinePanel(R, calls, pass, start, end));
+  tgrMarkRow(R);
 }
 
 function tgrTimelinePanel(R, calls, pass, startKey, endKey) {
