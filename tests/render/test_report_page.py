@@ -138,6 +138,13 @@ def test_search_opens_the_path_and_steps_through_matches(browser, recording, rep
         search.press("Shift+Enter")
         page.wait_for_function(f"document.querySelector('{ROOT} .tgr-count').textContent"
                                f".startsWith('{len(calls) - 1} of')")
+        # a parameter, while parameters are hidden: its module's box holds it, closed
+        search.fill("layers.1.1.conv1.weight")
+        act(page, search.press, "Enter")
+        assert state(page)["selected"] == "param:layers.1.1.conv1.weight"
+        holder = element(page, "layer:layers.1.1.conv1#0", "n")
+        assert "tgr-current" in holder.get_attribute("class")
+        assert page.text_content(f"{ROOT} .tgr-details-title") == "layers.1.1.conv1.weight"
     assert loaded.problems == []
 
 
@@ -225,7 +232,7 @@ def test_timeline_nests_forward_and_backward_and_selects(browser, recording, rep
     assert loaded.problems == []
 
 
-def test_the_url_fragment_brings_back_the_same_view(browser, report) -> None:
+def test_the_url_fragment_brings_back_the_same_view(browser, recording, report) -> None:
     with loaded_report(browser, report) as loaded:
         page = loaded.page
         act(page, _title(page, "layer:stem#0").dblclick)
@@ -233,6 +240,8 @@ def test_the_url_fragment_brings_back_the_same_view(browser, report) -> None:
         act(page, page.locator(f"{ROOT} .tgr-calls tbody tr", has_text="layers.1.0.conv1").click)
         before = state(page)
     assert before["hash"].startswith("#d=all&")
+    with loaded_report(browser, report, "#d=7&r=XX") as stale:  # a link that cannot be
+        assert state(stale.page)["dot"] == _dot(recording)  # the opening view instead
     with loaded_report(browser, report, before["hash"]) as again:
         again.page.wait_for_function(f"document.querySelector('{ROOT}').dataset.layouts >= 1")
         after = state(again.page)

@@ -294,15 +294,18 @@ function tgrReadUrl(R) {
   }
   if (!("d" in found)) return false;
   const ids = (text) => (text || "").split(",").filter(Boolean).map((x) => R.byId.get(decodeURIComponent(x))).filter((i) => i !== undefined);
-  const state = tgrPresetState(R, found.d === "all" ? null : Number(found.d));
+  const depth = found.d === "all" ? null : Number(found.d);
+  if (depth !== null && !(depth >= 0 && depth <= R.config.deepest)) return false;
+  const state = tgrPresetState(R, depth);
   ids(found.o).forEach((i) => state.open.add(i));
   ids(found.c).forEach((i) => state.open.delete(i));
   ids(found.l).forEach((i) => state.leafOps.add(i));
   const firsts = new Set(ids(found.u));
   R.D.runs.forEach((run, r) => { if (firsts.has(run.calls[0])) state.unfolded.add(r); });
   (found.f || "").split("").forEach((v, k) => { state[["fold", "tensors", "params", "ops", "leaves"][k]] = v === "1"; });
-  if (found.r) state.rankdir = found.r;
-  if (found.v) state.side = found.v;
+  // a hand-edited or stale link cannot ask for a direction or side that does not exist
+  if (["TB", "LR", "BT", "RL"].includes(found.r)) state.rankdir = found.r;
+  if (["both", "a", "b"].includes(found.v)) state.side = found.v;
   if (found.cb !== undefined) R.colourBy = found.cb || null;
   const selected = ids(found.s);
   if (selected.length) R.selected = selected[0];
