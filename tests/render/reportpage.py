@@ -72,7 +72,10 @@ def timings(page: Any) -> dict[str, Optional[float]]:
     first paint), the page's data read (``tgr-ready``) and its layout engine ready."""
     return page.evaluate("""() => {
       const paint = performance.getEntriesByName('first-contentful-paint')[0];
-      const mark = (name) => { const m = performance.getEntriesByName(name)[0]; return m ? m.startTime : null; };
+      const mark = (name) => {
+        const found = performance.getEntriesByName(name)[0];
+        return found ? found.startTime : null;
+      };
       return {paint: paint ? paint.startTime : null, ready: mark('tgr-ready'),
               engine: mark('tgr-engine-ready')};
     }""")

@@ -110,7 +110,8 @@ def test_costs_are_in_the_header(recording) -> None:
 
 def test_jupyter_bundle(recording) -> None:
     bundle = recording._repr_mimebundle_()
-    assert bundle["text/plain"] == "<Recording model=ResNetLike layers=38 ops=44 tensors=36 params=56>"
+    assert bundle["text/plain"] == ("<Recording model=ResNetLike layers=38 ops=44 tensors=36 "
+                                    "params=56>")
     assert bundle["image/svg+xml"].lstrip().startswith("<?xml")
     frame = bundle["text/html"]
     assert frame.startswith('<iframe class="tgr-frame"') and frame == recording._repr_html_()

@@ -117,7 +117,8 @@ def test_search_opens_the_path_and_steps_through_matches(browser, recording, rep
         act(page, page.select_option, f"{ROOT} .tgr-depth", "1")
         search = page.locator(f"{ROOT} .tgr-search")
         search.fill("block")
-        assert state(page)["count"] == f"{len(calls)} matches · 0 drawn, {len(calls)} inside closed boxes (marked)"
+        assert state(page)["count"] == (f"{len(calls)} matches · 0 drawn, {len(calls)} inside "
+                                        "closed boxes (marked)")
         held = page.locator(f"{ROOT} .tgr-canvas .tgr-holds")
         badges = page.locator(f"{ROOT} .tgr-canvas .tgr-badge text").all_text_contents()
         assert held.count() == len(badges) > 0 and sum(map(int, badges)) == len(calls)
@@ -182,13 +183,14 @@ def test_table_sorts_by_cost_and_a_row_selects_and_pans(browser, recording, repo
                 "backward ms (recorded)"} <= set(heads)
         page.click(f'{ROOT} .tgr-calls th[data-key="flops"]')
         column = heads.index("FLOPs") + 1
-        values = [float(v) for v in page.eval_on_selector_all(
-            f"{ROOT} .tgr-calls tbody td:nth-child({column})", "cells => cells.map(c => c.dataset.value)")]
-        assert values == sorted(values, reverse=True) and values[0] == recording.graph.graph["flops"]
+        cells = f"{ROOT} .tgr-calls tbody td:nth-child({column})"
+        read = "cells => cells.map(c => Number(c.dataset.value))"
+        values = page.eval_on_selector_all(cells, read)
+        assert values == sorted(values, reverse=True)
+        assert values[0] == recording.graph.graph["flops"]
         assert page.locator(f"{ROOT} .tgr-calls tbody td:nth-child({column}) .tgr-bar").count() > 0
         page.click(f'{ROOT} .tgr-calls th[data-key="flops"]')
-        again = [float(v) for v in page.eval_on_selector_all(
-            f"{ROOT} .tgr-calls tbody td:nth-child({column})", "cells => cells.map(c => c.dataset.value)")]
+        again = page.eval_on_selector_all(cells, read)
         assert again == sorted(values)
         # a call folded away (the second block's second conv) is revealed and panned to
         row = page.locator(f"{ROOT} .tgr-calls tbody tr", has_text="layers.1.1.conv2")
@@ -210,7 +212,8 @@ def test_timeline_nests_forward_and_backward_and_selects(browser, recording, rep
         for phase in ("forward", "backward"):
             bars = page.eval_on_selector_all(
                 f"{ROOT} .tgr-timeline rect.tgr-{phase}",
-                "rects => rects.map(r => [r.dataset.node, +r.getAttribute('x'), +r.getAttribute('width')])")
+                "rects => rects.map(r => [r.dataset.node, +r.getAttribute('x'),"
+                " +r.getAttribute('width')])")
             assert len(bars) == calls
             spans = {int(n): (x, x + w) for n, x, w in bars}
             parents = page.evaluate("() => document.querySelector('#tgr').tgr.D.parent")
@@ -220,7 +223,8 @@ def test_timeline_nests_forward_and_backward_and_selects(browser, recording, rep
                     assert spans[parent][0] - 0.01 <= start and end <= spans[parent][1] + 0.5
         widest = max((w, n) for n, (x, end) in spans.items() if parents[n] != -1
                      for w in [end - x])[1]  # the longest backward of a call inside the model
-        act(page, page.locator(f'{ROOT} .tgr-timeline rect.tgr-backward[data-node="{widest}"]').click)
+        bar = page.locator(f'{ROOT} .tgr-timeline rect.tgr-backward[data-node="{widest}"]')
+        act(page, bar.click)
         selected = state(page)["selected"]
         assert selected == page.evaluate(f"document.querySelector('{ROOT}').tgr.D.ids[{widest}]")
         assert page.locator(f"{ROOT} .tgr-timeline rect.tgr-selected").count() == 2  # both passes
@@ -252,8 +256,8 @@ def test_the_url_fragment_brings_back_the_same_view(browser, recording, report) 
 
 def test_a_diff_shows_side_a_side_b_or_both(browser, tmp_path: Path) -> None:
     torch.manual_seed(0)
-    old = tgr.record(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.1), nn.Linear(8, 2)).eval(),
-                     torch.randn(2, 4))
+    old = tgr.record(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.1),
+                                   nn.Linear(8, 2)).eval(), torch.randn(2, 4))
     new = tgr.record(nn.Sequential(nn.Linear(4, 16), nn.GELU(), nn.Linear(16, 2)).eval(),
                      torch.randn(2, 4))
     diff = tgr.diff(old, new)

@@ -1,4 +1,4 @@
-"""The drawing description the report's page composes DOT from: Python decides, the page picks forms.
+"""The drawing description the report's page composes DOT from: Python decides, the page picks.
 
 Every label, style, fold and placement rule stays here and in the DOT writer: the page
 receives each element's DOT fragments in every form it can take (a box, a cluster, the
@@ -15,7 +15,6 @@ from typing import Any, Optional
 
 import networkx as nx
 
-from torchgraphrec.graph import collapse
 from torchgraphrec.render.dot import _TITLE_GAP, _DotWriter
 from torchgraphrec.render.folding import FoldedRun
 from torchgraphrec.render.labels import css_class

@@ -23,8 +23,8 @@ from torchgraphrec.render.describe import describe, opening_depth
 from torchgraphrec.render.dot import to_dot
 from torchgraphrec.render.engine import run_engine
 from torchgraphrec.render.options import RenderOptions
-from torchgraphrec.render.sides import is_union, old_forms, old_side
 from torchgraphrec.render.pagedata import PLAIN_FORWARD, colour_choices, facts, node_info
+from torchgraphrec.render.sides import is_union, old_forms, old_side
 from torchgraphrec.render.vendor import viz_js
 
 __all__ = ["to_html", "report_fragment", "SCRIPTS", "BIG_DRAWING"]

@@ -1,4 +1,4 @@
-"""What the report's page reads besides the drawing: each node's attributes, the facts, the colour scales."""
+"""What the report's page reads besides the drawing: node attributes, facts, colour choices."""
 
 from __future__ import annotations
 
@@ -47,8 +47,9 @@ def node_info(graph: nx.DiGraph, order: Sequence[str]) -> list[dict[str, Any]]:
     >>> g.add_node("t", kind="tensor", parent=None, depth=0, seq=0, shape=(2, 3))
     >>> g.add_node("l", kind="layer", parent=None, depth=0, seq=1, inputs=("t",),
     ...            type="Linear", settings="in_features=3, out_features=4, bias=True")
-    >>> node_info(g, ["t", "l"])[1]
-    {'inputs': [0], 'type': 'Linear', 'settings': 'in_features=3, out_features=4, bias=True', '_settings': '3→4'}
+    >>> info = node_info(g, ["t", "l"])[1]
+    >>> info["inputs"], info["_settings"]
+    ([0], '3→4')
     """
     index = {node: i for i, node in enumerate(order)}
     return [_info(graph.nodes[node], index) for node in order]
