@@ -27,6 +27,12 @@ def _title(view: View, node: str) -> tuple[str, str]:
     return short, labels.layer_title(attrs, None, last)
 
 
+def _costs(attrs: dict, options: RenderOptions) -> list[str]:
+    """The cost line of a box or op where ``show_costs`` asks for it and costs were recorded."""
+    line = labels.cost_line(attrs) if options.show_costs else ""
+    return [line] if line else []
+
+
 def node_text(view: View, node: str, options: RenderOptions) -> tuple[list[str], str]:
     """The label lines of a drawn node, and its tooltip."""
     attrs = view.folded.nodes[node]
@@ -36,6 +42,7 @@ def node_text(view: View, node: str, options: RenderOptions) -> tuple[list[str],
         lines = labels.box_lines(attrs, view.source, short, show_shapes=options.show_shapes,
                                  show_settings=options.show_settings,
                                  repeats=view.repeats.get(node, 1))
+        lines += _costs(attrs, options)
         settings = attrs.get("settings", "")
         return lines, f"{full}\n{settings}" if settings else full
     if kind == "tensor":
@@ -43,7 +50,7 @@ def node_text(view: View, node: str, options: RenderOptions) -> tuple[list[str],
         return lines, " ".join(lines)
     if kind == "param":
         return labels.param_lines(attrs, options.show_shapes), attrs["qualname"]
-    lines = labels.op_lines(attrs, options.show_shapes)
+    lines = labels.op_lines(attrs, options.show_shapes) + _costs(attrs, options)
     args = attrs.get("args", "")
     return lines, f"{attrs['name']}({args})" if args else attrs["name"]
 

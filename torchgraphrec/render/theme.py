@@ -40,7 +40,13 @@ Attrs = Mapping[str, str]
 @dataclass(frozen=True)
 class Theme:
     """Graphviz attributes per drawn element. Colours are always ``#rrggbb`` (Graphviz 2.42
-    paints ``#rgb`` black)."""
+    paints ``#rgb`` black).
+
+    A diff's drawing adds, per status (``same``, ``added``, ``removed``, ``changed`` and
+    ``inside``: the node is the same, something under it is not), the attributes of its
+    nodes (``diff_node``), clusters (``diff_cluster``) and edges (``diff_edge``, without
+    ``changed`` and ``inside``); a ``style`` there adds to the element's own style words.
+    """
 
     name: str
     graph: Attrs
@@ -53,6 +59,9 @@ class Theme:
     model_tensor: Attrs
     param: Attrs
     op: Attrs
+    diff_node: Mapping[str, Attrs]
+    diff_cluster: Mapping[str, Attrs]
+    diff_edge: Mapping[str, Attrs]
 
 
 _FONT = "Helvetica"
@@ -80,6 +89,34 @@ DEFAULT = Theme(
            "fontsize": "8", "fontcolor": "#495057", "height": "0.2"},
     op={"shape": "ellipse", "style": "filled", "fillcolor": "#fff4e6", "color": "#f08c00",
         "fontsize": "9", "height": "0.22"},
+    # green added, red dashed removed, amber changed, unchanged greyed out
+    diff_node={
+        "same": {"color": "#ced4da", "fillcolor": "#f8f9fa", "fontcolor": "#868e96"},
+        "added": {"color": "#2b8a3e", "fillcolor": "#d3f9d8", "fontcolor": "#143d1e",
+                  "penwidth": "2"},
+        "removed": {"color": "#c92a2a", "fillcolor": "#ffe3e3", "fontcolor": "#6b1414",
+                    "penwidth": "2", "style": "dashed"},
+        "changed": {"color": "#e67700", "fillcolor": "#ffec99", "fontcolor": "#4d2b00",
+                    "penwidth": "2"},
+        "inside": {"color": "#e67700", "fillcolor": "#ffffff", "fontcolor": "#1c2a4a",
+                   "penwidth": "2"},
+    },
+    diff_cluster={
+        "same": {"color": "#dee2e6", "fillcolor": "#fcfcfd", "fontcolor": "#868e96"},
+        "added": {"color": "#2b8a3e", "fillcolor": "#f2fbf4", "fontcolor": "#2b8a3e",
+                  "penwidth": "2"},
+        "removed": {"color": "#c92a2a", "fillcolor": "#fff5f5", "fontcolor": "#c92a2a",
+                    "penwidth": "2", "style": "dashed"},
+        "changed": {"color": "#e67700", "fillcolor": "#fffbeb", "fontcolor": "#9c4a00",
+                    "penwidth": "2"},
+        "inside": {"color": "#e67700", "fillcolor": "#ffffff", "fontcolor": "#9c4a00",
+                   "penwidth": "2"},
+    },
+    diff_edge={
+        "same": {"color": "#c3c9d0"},
+        "added": {"color": "#2b8a3e", "penwidth": "1.6"},
+        "removed": {"color": "#c92a2a", "penwidth": "1.6", "style": "dashed"},
+    },
 )
 
 _SERIF = "Times-Roman"
@@ -103,6 +140,33 @@ PAPER = Theme(
            "height": "0.2"},
     op={"shape": "ellipse", "style": "solid", "color": "#000000", "fontsize": "9",
         "height": "0.22"},
+    # readable in greyscale: the status is in the line (thick, dashed, double, dotted) and
+    # the fill's darkness, not only in a hue
+    diff_node={
+        "same": {"color": "#b3b3b3", "fillcolor": "#ffffff", "fontcolor": "#8c8c8c",
+                 "style": "filled"},
+        "added": {"color": "#000000", "fillcolor": "#d4d4d4", "fontcolor": "#000000",
+                  "penwidth": "2.5", "style": "filled"},
+        "removed": {"color": "#000000", "fillcolor": "#ffffff", "fontcolor": "#4d4d4d",
+                    "penwidth": "1.5", "style": "dashed,filled"},
+        "changed": {"color": "#000000", "fillcolor": "#efefef", "fontcolor": "#000000",
+                    "peripheries": "2", "style": "filled"},
+        "inside": {"color": "#000000", "fillcolor": "#ffffff", "fontcolor": "#000000",
+                   "penwidth": "2", "style": "dotted,filled"},
+    },
+    diff_cluster={
+        "same": {"color": "#b3b3b3", "fontcolor": "#8c8c8c"},
+        "added": {"color": "#000000", "fillcolor": "#f0f0f0", "penwidth": "2.5",
+                  "style": "filled"},
+        "removed": {"color": "#000000", "penwidth": "1.5", "style": "dashed"},
+        "changed": {"color": "#000000", "penwidth": "2.5"},
+        "inside": {"color": "#000000", "penwidth": "2", "style": "dotted"},
+    },
+    diff_edge={
+        "same": {"color": "#b3b3b3"},
+        "added": {"color": "#000000", "penwidth": "2"},
+        "removed": {"color": "#000000", "penwidth": "1.2", "style": "dashed"},
+    },
 )
 
 THEMES: Mapping[str, Theme] = {theme.name: theme for theme in (DEFAULT, PAPER)}
