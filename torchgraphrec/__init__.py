@@ -3,7 +3,7 @@
 from torchgraphrec.compare import GraphDiff, diff
 from torchgraphrec.errors import CaptureError, SchemaError, TorchGraphRecError
 from torchgraphrec.graph import collapse, from_json, to_json, validate
-from torchgraphrec.recording import Recording, record
+from torchgraphrec.recording import Recording
 from torchgraphrec.render.dot import to_dot
 from torchgraphrec.schema import SCHEMA_VERSION
 
@@ -37,6 +37,7 @@ def __getattr__(name: str) -> object:
     import importlib
 
     lazy = {"Recorder": ("torchgraphrec.recorder", "Recorder"),
+            "record": ("torchgraphrec.recorder", "record"),
             "probe": ("torchgraphrec.probes.probe", "probe"),
             "select": ("torchgraphrec.probes.select", None),
             "stats": ("torchgraphrec.probes.stats", None),

@@ -29,7 +29,7 @@ def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str =
         from torchgraphrec.graph import from_json
 
         return from_json(Path(target).read_text(encoding="utf-8"))
-    from torchgraphrec.recording import record
+    from torchgraphrec.recorder import record
 
     model, inputs = _model_and_inputs(target, shapes, dtype)
     return record(model, inputs, backward=backward).graph

@@ -55,7 +55,7 @@ def run_demo(directory: str | Path) -> list[str]:
 
     Returns one line per file: its path, or why it was skipped (PDF without an engine).
     """
-    from torchgraphrec.recording import record
+    from torchgraphrec.recorder import record
     from torchgraphrec.render.engine import EngineError
 
     model, batch = demo_model()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import networkx as nx
 import torch
@@ -18,12 +19,10 @@ from torchgraphrec.probes.persist import save
 from torchgraphrec.probes.probe import Probe
 from torchgraphrec.probes.select import labels as select_labels
 from torchgraphrec.probes.store import Store, table_of
+from torchgraphrec.recording import Recording, backward_loss
 from torchgraphrec.summary import summarize
 
-if TYPE_CHECKING:
-    from torchgraphrec.recording import Recording
-
-__all__ = ["Recorder", "check_model"]
+__all__ = ["Recorder", "record", "check_model"]
 
 
 def check_model(model: Any) -> nn.Module:
@@ -56,6 +55,8 @@ class Recorder:
             ``"autograd"`` (the nodes autograd recorded, by autograd's names: for autograd
             debugging) or ``None`` (module calls and boundary tensors only, the cheapest).
         backward: also time backward passes run inside the block.
+        flops: count FLOPs (``flops``, ``backward_flops`` on ops and layer calls) with
+            PyTorch's own formulas; off by default, as it slows the block down.
         probes: :func:`~torchgraphrec.probe` s recording what flows through; their records
             are read with ``rec[qualname, site]`` and :meth:`frame`.
         memory_limit: bytes of whole tensors probes may keep; past it they keep statistics
@@ -73,14 +74,18 @@ class Recorder:
     """
 
     def __init__(self, model: nn.Module, *, ops: Optional[str] = "torch", backward: bool = True,
-                 probes: Sequence[Probe] = (), memory_limit: Optional[int] = None,
-                 graph: str = "all") -> None:
+                 flops: bool = False, probes: Sequence[Probe] = (),
+                 memory_limit: Optional[int] = None, graph: str = "all") -> None:
         self.model = check_model(model)
         self.ops = check_ops(ops)
         if graph not in ("all", "first"):
             raise ValueError(f"unknown graph: {graph!r} (must be one of ['all', 'first'])")
         self.graph_mode = graph
         self.backward = bool(backward)
+        if flops and self.ops != "torch":
+            raise ValueError(f"flops=True needs ops='torch' (FLOPs are counted under the ops "
+                             f"they belong to), got ops={ops!r}")
+        self.flops = bool(flops)
         self.probes = tuple(probes)
         if not all(isinstance(p, Probe) for p in self.probes):
             raise TypeError(f"probes must be made with torchgraphrec.probe(), got {probes!r}")
@@ -97,7 +102,8 @@ class Recorder:
         if self._capture is not None:
             raise RuntimeError("this Recorder has recorded already (a Recorder records one "
                                "with-block); make a new Recorder to record again")
-        capture = Capture(self.model, ops=self.ops, backward=self.backward, first_only=self.graph_mode == "first")
+        capture = Capture(self.model, ops=self.ops, backward=self.backward,
+                          first_only=self.graph_mode == "first", flops=self.flops)
         # selectors are resolved (and may refuse) before anything is attached
         engine = ProbeEngine(capture.table, self.probes, self.store) if self.probes else None
         self._capture, self._engine, self._open = capture, engine, True
@@ -172,7 +178,7 @@ class Recorder:
         return summarize(self.graph, named, recording)
 
     @property
-    def recording(self) -> "Recording":
+    def recording(self) -> Recording:
         """What has been recorded so far, as a :class:`~torchgraphrec.Recording`."""
         stamp = self._stamp()
         if self._recording is None or self._built_at != stamp:
@@ -187,11 +193,9 @@ class Recorder:
         clock = capture.clock.count if capture.clock is not None else 0
         return (capture.events.seq, capture.forwards, clock, len(self.store.rows))
 
-    def _build(self, *, share: bool) -> "Recording":
+    def _build(self, *, share: bool) -> Recording:
         """A new Recording of everything so far; with ``share`` its graph takes the
         records' own attribute dicts (only once nothing more will be recorded)."""
-        from torchgraphrec.recording import Recording
-
         capture = self._capture or Capture(self.model, ops=self.ops)
         # the collector's passes cost more than the build itself; and no function mode of
         # the user's should take the build's own torch calls for the model's
@@ -205,3 +209,71 @@ class Recorder:
         """The recorded graph (``self.recording.graph``); read inside a forward, it holds
         the forwards finished so far."""
         return self.recording.graph
+
+
+def _as_args(args: Any) -> tuple:
+    import torch
+
+    if isinstance(args, torch.Tensor):
+        return (args,)
+    if isinstance(args, tuple):
+        return args
+    raise TypeError(f"args must be a tensor or a tuple of arguments, got "
+                    f"{type(args).__name__}: {args!r}"[:300])
+
+
+def _as_kwargs(kwargs: Any) -> dict:
+    if kwargs is None:
+        return {}
+    if isinstance(kwargs, Mapping):
+        return dict(kwargs)
+    raise TypeError(f"kwargs must be a mapping of keyword arguments or None, got "
+                    f"{type(kwargs).__name__}: {kwargs!r}"[:300])
+
+
+def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, *,
+           ops: str | None = "torch", backward: bool = False, flops: bool = False) -> Recording:
+    """Run ``model(*args, **kwargs)`` once and record it.
+
+    Args:
+        model: the ``torch.nn.Module`` to run.
+        args: one tensor, or a tuple of positional arguments.
+        kwargs: keyword arguments, or ``None``.
+        ops: ``"torch"`` records every torch-level call the forward makes, under any grad
+            mode; ``"autograd"`` the nodes autograd recorded, by autograd's names;
+            ``None`` module calls and boundary tensors only (the cheapest).
+        backward: also back-propagate from :func:`backward_loss` of the output and time it.
+        flops: count FLOPs by PyTorch's own formulas (also of the backward, with
+            ``backward``); the schema's "Costs" say what is recorded where.
+
+    Returns:
+        A :class:`Recording` with the graph and the model's output.
+
+    Raises:
+        TypeError: ``model`` is not a ``torch.nn.Module`` (or is a ScriptModule), ``args``
+            is neither a tensor nor a tuple, or ``kwargs`` is not a mapping.
+        ValueError: ``ops`` is none of the three.
+
+    >>> import torch
+    >>> rec = record(torch.nn.Linear(3, 2), torch.randn(1, 3))
+    >>> rec
+    <Recording model=Linear layers=1 ops=1 tensors=2 params=2>
+    >>> [attrs["name"] for _, attrs in rec.graph.nodes(data=True) if attrs["kind"] == "op"]
+    ['linear']
+    >>> with torch.no_grad():
+    ...     record(torch.nn.Linear(3, 2), torch.randn(1, 3))
+    <Recording model=Linear layers=1 ops=1 tensors=2 params=2>
+    """
+    check_model(model)
+    call_args, call_kwargs = _as_args(args), _as_kwargs(kwargs)
+    # The collector stays off until the recorder's working records are gone, so that its
+    # next pass sees only the graph, not everything made on the way to it.
+    with gc_paused():
+        with Recorder(model, ops=ops, backward=backward, flops=flops) as recorder:
+            output = model(*call_args, **call_kwargs)
+            if backward:
+                backward_loss(output).backward()
+        recording = recorder._build(share=True)  # nothing more will be recorded into it
+        del recorder
+    recording.output = output
+    return recording

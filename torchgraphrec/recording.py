@@ -1,13 +1,12 @@
-"""Recording (a recorded graph with its conveniences) and record(), the one-call entry point."""
+"""Recording: one recorded graph with its conveniences (drawing, summary, notebook display)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import networkx as nx
 
-__all__ = ["Recording", "record", "backward_loss"]
+__all__ = ["Recording", "backward_loss"]
 
 
 class Recording:
@@ -46,7 +45,7 @@ class Recording:
     def to_html(self, path: Any, **options: Any) -> Any:
         """Write the interactive HTML report to ``path`` (see :mod:`torchgraphrec.render.html`)."""
         from torchgraphrec.render.html import to_html
-        from torchgraphrec.render.write import write_atomic
+        from torchgraphrec.files import write_atomic
 
         return write_atomic(path, to_html(self.graph, **options).encode())
 
@@ -75,26 +74,6 @@ class Recording:
                 f"ops={counts['op']} tensors={counts['tensor']} params={counts['param']}>")
 
 
-def _as_args(args: Any) -> tuple:
-    import torch
-
-    if isinstance(args, torch.Tensor):
-        return (args,)
-    if isinstance(args, tuple):
-        return args
-    raise TypeError(f"args must be a tensor or a tuple of arguments, got "
-                    f"{type(args).__name__}: {args!r}"[:300])
-
-
-def _as_kwargs(kwargs: Any) -> dict:
-    if kwargs is None:
-        return {}
-    if isinstance(kwargs, Mapping):
-        return dict(kwargs)
-    raise TypeError(f"kwargs must be a mapping of keyword arguments or None, got "
-                    f"{type(kwargs).__name__}: {kwargs!r}"[:300])
-
-
 def backward_loss(output: Any) -> Any:
     """The scalar ``record(..., backward=True)`` back-propagates: the sum of the output's
     floating tensors that require grad, summed one after another in output order.
@@ -114,52 +93,3 @@ def backward_loss(output: Any) -> Any:
     for part in parts[1:]:
         total = total + part
     return total
-
-
-def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, *,
-           ops: str | None = "torch", backward: bool = False) -> Recording:
-    """Run ``model(*args, **kwargs)`` once and record it.
-
-    Args:
-        model: the ``torch.nn.Module`` to run.
-        args: one tensor, or a tuple of positional arguments.
-        kwargs: keyword arguments, or ``None``.
-        ops: ``"torch"`` records every torch-level call the forward makes, under any grad
-            mode; ``"autograd"`` the nodes autograd recorded, by autograd's names;
-            ``None`` module calls and boundary tensors only (the cheapest).
-        backward: also back-propagate from :func:`backward_loss` of the output and time it.
-
-    Returns:
-        A :class:`Recording` with the graph and the model's output.
-
-    Raises:
-        TypeError: ``model`` is not a ``torch.nn.Module`` (or is a ScriptModule), ``args``
-            is neither a tensor nor a tuple, or ``kwargs`` is not a mapping.
-        ValueError: ``ops`` is none of the three.
-
-    >>> import torch
-    >>> rec = record(torch.nn.Linear(3, 2), torch.randn(1, 3))
-    >>> rec
-    <Recording model=Linear layers=1 ops=1 tensors=2 params=2>
-    >>> [attrs["name"] for _, attrs in rec.graph.nodes(data=True) if attrs["kind"] == "op"]
-    ['linear']
-    >>> with torch.no_grad():
-    ...     record(torch.nn.Linear(3, 2), torch.randn(1, 3))
-    <Recording model=Linear layers=1 ops=1 tensors=2 params=2>
-    """
-    from torchgraphrec.gcpause import gc_paused
-    from torchgraphrec.recorder import Recorder, check_model
-
-    check_model(model)
-    call_args, call_kwargs = _as_args(args), _as_kwargs(kwargs)
-    # The collector stays off until the recorder's working records are gone, so that its
-    # next pass sees only the graph, not everything made on the way to it.
-    with gc_paused():
-        with Recorder(model, ops=ops, backward=backward) as recorder:
-            output = model(*call_args, **call_kwargs)
-            if backward:
-                backward_loss(output).backward()
-        recording = recorder._build(share=True)  # nothing more will be recorded into it
-        del recorder
-    recording.output = output
-    return recording

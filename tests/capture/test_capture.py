@@ -218,3 +218,51 @@ def test_a_forward_interrupted_without_hooks_shows_once_the_block_ends() -> None
             model(torch.randn(2, 3))
         assert len(rec.graph) == 0  # the forward never finished
     assert {"layer:#0", "layer:a#0"} <= set(rec.graph)
+
+
+def test_the_recording_is_rebuilt_after_a_second_backward_of_the_same_graph() -> None:
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    with tgr.Recorder(model) as rec:
+        loss = model(torch.randn(2, 3)).sum()
+        loss.backward(retain_graph=True)
+        first = rec.graph.nodes["op:linear#0"]["t_backward_end_ns"]
+        loss.backward()
+        second = rec.graph.nodes["op:linear#0"]["t_backward_end_ns"]
+    assert second > first
+
+
+def test_probes_on_lazy_modules_wait_for_their_parameters() -> None:
+    model = nn.Sequential(nn.LazyLinear(4), nn.ReLU())
+    probes = [tgr.probe("param_grad", keep="l2"), tgr.probe("param_update", keep="l2")]
+    optimizer = None
+    with tgr.Recorder(model, probes=probes) as rec:
+        for _ in range(2):
+            model(torch.randn(2, 3)).sum().backward()
+            optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=0.1)
+            optimizer.step()
+            optimizer.zero_grad()
+            rec.step()
+    frame = rec.frame()
+    assert set(frame[frame.site == "param_grad"].path) == {"weight", "bias"}
+    updates = frame[frame.site == "param_update"]  # snapshots taken once materialized
+    assert sorted(zip(updates.step, updates.path)) == [
+        (0, "bias"), (0, "weight"), (1, "bias"), (1, "weight")]
+
+
+def test_the_graph_fill_relies_only_on_networkx_adjacency_it_pins() -> None:
+    import networkx as nx
+
+    from torchgraphrec.capture.build import _fill
+    from torchgraphrec.capture.events import Events
+
+    graph = nx.DiGraph()
+    events = Events()
+    events.edges = [("a", "b", {"kind": "flow", "seq": 2, "t_ns": 0})]
+    _fill(graph, [("a", {"x": 1}), ("b", {"x": 2})], events.edges, share=False)
+    reference = nx.DiGraph()
+    reference.add_nodes_from([("a", {"x": 1}), ("b", {"x": 2})])
+    reference.add_edge("a", "b", kind="flow", seq=2, t_ns=0)
+    assert nx.utils.graphs_equal(graph, reference)
+    assert list(graph.successors("a")) == ["b"] and list(graph.predecessors("b")) == ["a"]
+    graph.add_edge("b", "c")  # still an ordinary DiGraph afterwards
+    assert graph.in_degree("c") == 1 and nx.is_directed_acyclic_graph(graph)

@@ -71,7 +71,7 @@ def test_attention_in_eval_mode_runs_its_fused_kernel_while_recorded() -> None:
 
 def test_keyword_arguments_are_seen_before_the_call_without_module_hooks() -> None:
     assert calls.kwargs_from_frame()
-    model, (x, mask) = _encoder(), _padded()
+    model = _encoder()
     with tgr.Recorder(model):  # hooks on the encoder's layers would turn its fast path off
         assert not any(m._forward_pre_hooks or m._forward_hooks for m in model.modules())
 

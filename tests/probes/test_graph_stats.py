@@ -6,7 +6,6 @@ import re
 
 import networkx as nx
 import pytest
-import torch
 
 import torchgraphrec as tgr
 from helpers import fresh, nodes_of

@@ -11,7 +11,7 @@ from torch import nn
 
 import torchgraphrec as tgr
 from helpers import fresh, nodes_of
-from models import Case, deep_mlp, resnet50_like
+from models import deep_mlp, resnet50_like
 from render.layout import (cluster_depth, cluster_parents, clusters, drawn_edges, drawn_nodes,
                            layout, title_of)
 from torchgraphrec.render.engine import run_engine

@@ -83,7 +83,6 @@ def test_edges_clear_cluster_titles(resnet: tgr.Recording, options: dict) -> Non
 
 
 def _graph_with_shape(shape: tuple[int, ...]):
-    import networkx as nx
 
     graph = nx.DiGraph(schema_version=SCHEMA_VERSION, model="M", torch_version="2.13.0",
                        ops="none")

@@ -74,30 +74,6 @@ def test_a_failed_write_leaves_no_file(recording, tmp_path, monkeypatch) -> None
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_interrupted_write_leaves_the_old_file_whole(tmp_path, monkeypatch) -> None:
-    target = tmp_path / "model.svg"
-    target.write_bytes(b"old")
-
-    class Full:
-        def __init__(self, *_):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *_):
-            return False
-
-        def write(self, data):
-            raise OSError("No space left on device")
-
-    monkeypatch.setattr(writer.os, "fdopen", Full)
-    with pytest.raises(OSError, match="No space left"):
-        writer.write_atomic(target, b"new")
-    assert target.read_bytes() == b"old"
-    assert [p.name for p in tmp_path.iterdir()] == ["model.svg"]
-
-
 def test_unwritable_path_is_a_clear_error(recording, tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="No such file or directory"):
         recording.render(tmp_path / "missing" / "model.svg")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import networkx as nx
 
@@ -40,6 +40,7 @@ class BackwardClock:
         self.starts: dict[str, int] = {}
         self.ends: dict[str, int] = {}
         self.count = 0  # hook runs so far: changes with every backward, repeated ones too
+        self.running: Optional[str] = None  # the op whose autograd node runs now
         self._handles: list[Any] = []
 
     def attach(self, pairs: Sequence[tuple[Any, str]]) -> None:
@@ -49,10 +50,12 @@ class BackwardClock:
 
             def before(grad_outputs: Any, node_id: str = node_id) -> None:
                 starts.setdefault(node_id, now())
+                self.running = node_id
                 self.count += 1
 
             def after(grad_inputs: Any, grad_outputs: Any, node_id: str = node_id) -> None:
                 ends[node_id] = max(ends.get(node_id, 0), now())
+                self.running = None
                 self.count += 1
 
             self._handles.append(node.register_prehook(before))

@@ -30,8 +30,10 @@ def build_graph(events: Events, table: ModuleTable, namer: Namer, ops: str, *,
     # shows the forwards finished so far
     calls = [call for call in events.calls if call.node_id]
     num_params = table.all_num_params() if calls else []
+    param_bytes = table.all_num_params(in_bytes=True) if calls else []
     for call in calls:
         call.attrs["num_params"] = num_params[call.module]
+        call.attrs["param_bytes"] = param_bytes[call.module]
     nodes = [(call.node_id, call.attrs) for call in calls]
     nodes += events.nodes
     nodes += _params(events, table, namer)
@@ -52,6 +54,7 @@ def _params(events: Events, table: ModuleTable, namer: Namer) -> list[tuple[str,
             "depth": parent.depth + 1 if parent else 0, "seq": seq, "qualname": qualname,
             "shape": namer.describe.shape(shape), "dtype": namer.describe.name(dtype),
             "requires_grad": requires_grad, "buffer": node_id in table.buffers,
+            "bytes": namer.describe.nbytes(namer.describe.shape(shape), dtype),
         }))
     return found
 

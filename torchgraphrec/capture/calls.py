@@ -87,6 +87,7 @@ class CallTracker:
         self.call_edges = False  # edges tensor -> layer -> tensor (no ops recorded)
         self._fed: set[int] = set()  # tensor records with an edge from the call that made them
         self.switch: Any = None  # a FastPathSwitch, where ops are recorded
+        self.on_input: Optional[Callable[[torch.Tensor], None]] = None  # each model input
         self.keep_grad_fns = False  # keep the model outputs' grad_fn (for the backward clock)
         self.output_grad_fns: list[Any] = []
         self._handles: list[Any] = []
@@ -180,6 +181,8 @@ class CallTracker:
         state, events = self.state, self.events
         refs = []
         for name, tensor in input_names(module.forward, args, kwargs):
+            if self.on_input is not None:
+                self.on_input(tensor)
             ref = state.boundary(tensor, t, -1, "input")
             if type(ref) is int and events.roles.get(~ref) == "input":
                 events.names.setdefault(~ref, name)

@@ -15,12 +15,14 @@ from torchgraphrec.capture.backward import BackwardClock, owners
 from torchgraphrec.capture.build import build_graph
 from torchgraphrec.capture.calls import CallTracker
 from torchgraphrec.capture.events import Events
+from torchgraphrec.capture.opcosts import OpCosts
 from torchgraphrec.capture.fastpath import FAST_PATH_TYPES, AtenMode, FastPathSwitch
 from torchgraphrec.capture.naming import Namer
 from torchgraphrec.capture.ops import OpMode
 from torchgraphrec.capture.session import autograd_ops
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.tables import ModuleTable
+from torchgraphrec.costs import add_costs
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.schema import OpsMode
 
@@ -57,7 +59,7 @@ class Capture:
     """
 
     def __init__(self, model: nn.Module, *, ops: str = "torch", backward: bool = False,
-                 first_only: bool = False) -> None:
+                 first_only: bool = False, flops: bool = False) -> None:
         self.ops = check_ops(ops)
         self.table = ModuleTable(model)
         self.events = Events()
@@ -75,6 +77,7 @@ class Capture:
         self.tracker.keep_grad_fns = backward and self.ops == "torch"
         self.clock = BackwardClock() if backward else None
         self.first_only = first_only
+        self.costs = OpCosts(self, flops) if self.mode is not None else None
         self._gc: gc_paused | None = None
         self._first_op = 0
         self._number = 0
@@ -86,9 +89,11 @@ class Capture:
         return self.tracker.failure
 
     def start(self) -> None:
-        """Attach the hooks."""
+        """Attach the hooks (and start counting FLOPs, forward and backward)."""
         self.events.t0 = time.perf_counter_ns()
         self.tracker.attach()
+        if self.costs is not None:
+            self.costs.start()
 
     def stop(self) -> None:
         """Detach everything; name what an interrupted forward left (its calls stay open)."""
@@ -99,6 +104,8 @@ class Capture:
             self._finish()
         if self.clock is not None:
             self.clock.detach()
+        if self.costs is not None:
+            self.costs.stop()
 
     def _begin(self) -> None:
         # The collector's passes over the many small records made during capture cost
@@ -109,6 +116,8 @@ class Capture:
         self._first_op = len(self.events.ops)
         self._number = _autograd_number()
         self.state.chains.start(self._number)
+        if self.costs is not None:
+            self.costs.begin_forward()
         if self.mode is not None:
             self.mode.push()
 
@@ -123,6 +132,8 @@ class Capture:
                 self.tracker.switch.reset()
             if self.mode is not None:
                 self.mode.pop()
+            if self.costs is not None:
+                self.costs.end_forward()
             if self.tracker.failure is None:
                 self.namer.name_pending()
                 self._follow_autograd()
@@ -170,4 +181,6 @@ class Capture:
         graph = build_graph(self.events, self.table, self.namer, self.ops, share=share)
         if self.clock is not None:
             self.clock.annotate(graph, self.events.t0)
-        return graph
+        if self.costs is not None:
+            self.costs.annotate(graph)
+        return add_costs(graph)

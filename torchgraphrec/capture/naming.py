@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Callable, Optional
 
 from torchgraphrec.capture.events import Events, Ref
 from torchgraphrec.capture.opnames import TENSOR, args_text, given_kwargs
@@ -26,6 +27,7 @@ class Describer:
     LIMIT = 4096
     _shapes: dict[Any, tuple[tuple[int, ...], str]] = {}
     _names: dict[Any, str] = {}
+    _sizes: dict[Any, int] = {}
 
     def shape(self, shape: Any) -> tuple[int, ...]:
         """``torch.Size`` (or a tuple) as a plain tuple of int."""
@@ -40,6 +42,18 @@ class Describer:
             plain = tuple(int(dim) for dim in shape)
             described = self._shapes[shape] = (plain, str(plain))
         return described
+
+    def nbytes(self, shape: tuple[int, ...], dtype: Any) -> int:
+        """``numel × element size`` of a tensor of ``shape`` and ``dtype``.
+
+        >>> import torch
+        >>> Describer().nbytes((2, 3), torch.float16)
+        12
+        """
+        size = self._sizes.get(dtype)
+        if size is None:
+            size = self._sizes[dtype] = dtype.itemsize
+        return math.prod(shape) * size
 
     def name(self, value: Any) -> str:
         """A dtype's or device's name without the ``torch.`` prefix."""
@@ -60,6 +74,8 @@ class Namer:
 
     def __init__(self, table: ModuleTable, events: Events, nested: set[int]) -> None:
         self.table, self.events, self.nested = table, events, nested
+        #: extra attributes for op ``index`` (its costs), or ``None``
+        self.op_costs: Optional[Callable[[int], dict]] = None
         self.describe = Describer()
         self.tensor_ids: list[str] = []
         self.op_ids: list[str] = []
@@ -144,19 +160,22 @@ class Namer:
                 attrs["name"] = names[index]
             if index in nested:
                 attrs["nested"] = True
+            else:
+                attrs["bytes"] = describe.nbytes(plain, dtype)
             nodes.append((node_id, attrs))
 
     def _name_ops(self) -> None:
         events, ids, tensor_ids = self.events, self.op_ids, self.tensor_ids
         calls, t0, edges, nodes = events.calls, events.t0, events.edges, events.nodes
         shapes, describe, type_names = Describer._shapes, self.describe, Describer._names
+        costs = self.op_costs
         for index in range(len(ids), len(events.ops)):
             (name, call, seq, t_start, t_end, refs, args, kwargs, shape, dtype, grad_fn,
              _, t_edges, func) = events.ops[index]
             node_id = f"op:{name}#{index}"
             ids.append(node_id)
             owner = calls[call]
-            nodes.append((node_id, {
+            attrs = {
                 "kind": "op", "label": name, "parent": owner.node_id, "depth": owner.depth + 1,
                 "seq": seq, "name": name, "grad_fn": grad_fn,
                 "args": "" if not kwargs and args.count(TENSOR) == len(args)
@@ -164,7 +183,10 @@ class Namer:
                 "t_start_ns": t_start - t0, "t_end_ns": t_end - t0,
                 "shape": (shapes.get(shape) or describe.shape_and_label(shape))[0],
                 "dtype": type_names.get(dtype) or describe.name(dtype),
-            }))
+            }
+            if costs is not None:
+                attrs.update(costs(index))
+            nodes.append((node_id, attrs))
             t_ns = t_edges - t0
             seen: set = set()
             for ref in refs:

@@ -10,7 +10,7 @@ from torch.nn.parameter import is_lazy
 from torchgraphrec.capture.chains import ChainGuard
 from torchgraphrec.capture.events import Events, Ref
 from torchgraphrec.capture.tables import ModuleTable
-from torchgraphrec.capture.values import Entry, Values, version_of
+from torchgraphrec.capture.values import Values
 
 __all__ = ["CaptureState", "read_shape", "Uninitialized"]
 
@@ -26,7 +26,10 @@ def read_shape(tensor: torch.Tensor) -> Any:
 
     >>> read_shape(torch.zeros(2, 3))
     torch.Size([2, 3])
-    >>> nested = torch.nested.nested_tensor([torch.zeros(2, 4), torch.zeros(3, 4)])
+    >>> import warnings
+    >>> with warnings.catch_warnings():  # "nested tensors are a prototype"
+    ...     warnings.simplefilter("ignore")
+    ...     nested = torch.nested.nested_tensor([torch.zeros(2, 4), torch.zeros(3, 4)])
     >>> read_shape(nested)
     (2,)
     """

@@ -12,7 +12,7 @@ import torch
 from torchgraphrec.graph import from_json, to_json
 from torchgraphrec.probes.reduce import Reducer
 from torchgraphrec.probes.store import FRAME_COLUMNS, Observation, Store, table_of
-from torchgraphrec.render.write import write_atomic
+from torchgraphrec.files import write_atomic
 
 __all__ = ["save", "load", "Records"]
 

@@ -7,21 +7,18 @@ Drawings take :class:`~torchgraphrec.render.RenderOptions`; exports for other to
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 import networkx as nx
 
+from torchgraphrec.files import PathLike, write_atomic
 from torchgraphrec.graph import to_json
 from torchgraphrec.render.dot import to_dot
 from torchgraphrec.render.engine import EngineFailure, run_engine
 from torchgraphrec.render.options import RenderOptions
 
-__all__ = ["write", "FORMATS", "OPTIONS", "format_of", "write_atomic"]
-
-PathLike = Union[str, "os.PathLike[str]"]
+__all__ = ["write", "FORMATS", "OPTIONS", "format_of"]
 
 
 def _drawing(fmt: str) -> Callable[[nx.DiGraph, RenderOptions], bytes]:
@@ -94,28 +91,6 @@ OPTIONS: dict[str, Callable[[dict], Any]] = {
     ".me-data.json": _keywords(".me-data.json", "data"),
     ".trace.json": _keywords(".trace.json"),
 }
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_atomic(path: PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, so that a
-    failure never leaves a partial file under the final name."""
-    target = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp's 0600 is not what users expect
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return target
 
 
 def format_of(path: PathLike) -> str:

@@ -1,0 +1,180 @@
+"""What each op cost: FLOPs by PyTorch's own formulas, and the bytes autograd saved for the backward."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+from torch.utils import flop_counter
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = ["FlopMode", "SavedBytes", "count_flops", "EXTRA_FORMULAS"]
+
+aten = torch.ops.aten
+Formula = Callable[[tuple, dict, Any], int]
+
+
+def _sequences(tensor: torch.Tensor) -> list[tuple[int, int]]:
+    """``(batch, length)`` of each block of rows: one for a dense ``batch × length × ...``
+    tensor, one per sequence for a nested one (which runs on its real tokens only)."""
+    if tensor.is_nested:
+        return [(1, int(size[0])) for size in tensor._nested_tensor_size().tolist()]
+    return [(int(tensor.shape[0]), int(tensor.shape[1]))]
+
+
+def _attention_flops(query: torch.Tensor, key: torch.Tensor, embed: int, heads: int,
+                     packed: bool) -> int:
+    """A multi-head attention's matmuls as the unfused code runs them: the input
+    projections (one packed linear for self-attention), the attention itself (PyTorch's SDPA
+    formula) and the output projection."""
+    total = 0
+    for (batch, length), (_, other) in zip(_sequences(query), _sequences(key)):
+        projections = 2 * batch * length * embed * 3 * embed if packed else \
+            2 * batch * length * embed * embed + 2 * batch * other * embed * 2 * embed
+        shape_q = (batch, heads, length, embed // heads)
+        shape_k = (batch, heads, other, embed // heads)
+        total += projections + flop_counter.sdpa_flop_count(shape_q, shape_k, shape_k)
+        total += 2 * batch * length * embed * embed
+    return total
+
+
+def _native_attention(args: tuple, kwargs: dict, out: Any) -> int:
+    query, key, value, embed, heads = args[:5]
+    return _attention_flops(query, key, embed, heads, query is key and key is value)
+
+
+def _encoder_layer(args: tuple, kwargs: dict, out: Any) -> int:
+    src, embed, heads = args[:3]
+    inner = args[14].shape[0]  # ffn_weight_1: inner × embed
+    tokens = sum(batch * length for batch, length in _sequences(src))
+    return _attention_flops(src, src, embed, heads, True) + 4 * tokens * embed * inner
+
+
+def _cpu_attention(args: tuple, kwargs: dict, out: Any) -> int:
+    query, key, value = args[:3]
+    return flop_counter.sdpa_flop_count(query.shape, key.shape, value.shape)
+
+
+def _cpu_attention_backward(args: tuple, kwargs: dict, out: Any) -> int:
+    # as the math backend counts it: the gradients of its two matmuls, twice the forward
+    # (torch's formula for the fused GPU kernels adds their recomputation of the scores)
+    grad_out, query, key, value = args[:4]
+    return 2 * flop_counter.sdpa_flop_count(query.shape, key.shape, value.shape)
+
+
+#: Kernels ``torch.utils.flop_counter`` has no formula for, counted as what they fuse, so
+#: that a model's FLOPs are the same whichever kernel ran: the CPU attention kernel (as
+#: SDPA's math backend counts it) and the fused fast paths of ``nn.MultiheadAttention``
+#: and ``nn.TransformerEncoderLayer`` (as their Python paths count).
+EXTRA_FORMULAS: dict[Any, Formula] = {
+    aten._scaled_dot_product_flash_attention_for_cpu: _cpu_attention,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_attention_backward,
+    aten._native_multi_head_attention: _native_attention,
+    aten._transformer_encoder_layer_fwd: _encoder_layer,
+}
+
+
+def count_flops(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+    """The FLOPs of one ATen call: ``torch.utils.flop_counter``'s formula (those registered
+    with ``register_flop_formula`` included), else :data:`EXTRA_FORMULAS`, else 0.
+
+    >>> a, b = torch.ones(2, 3), torch.ones(3, 4)
+    >>> count_flops(aten.mm.default, (a, b), {}, a @ b)
+    48
+    """
+    packet = func._overloadpacket
+    formula = flop_counter.flop_registry.get(packet)
+    if formula is not None:
+        return int(formula(*args, **kwargs, out_val=out))
+    extra = EXTRA_FORMULAS.get(packet)
+    return int(extra(args, kwargs, out)) if extra is not None else 0
+
+
+#: What FlopCounterMode leaves to the next mode (NJT's sizes and strides).
+_METADATA = {aten.sym_is_contiguous.default, aten.is_contiguous.default,
+             aten.is_contiguous.memory_format, aten.is_strides_like_format.default,
+             aten.is_non_overlapping_and_dense.default, aten.size.default,
+             aten.sym_size.default, aten.stride.default, aten.sym_stride.default,
+             aten.storage_offset.default, aten.sym_storage_offset.default,
+             aten.numel.default, aten.sym_numel.default, aten.dim.default,
+             torch.ops.prim.layout.default}
+
+
+class FlopMode(TorchDispatchMode):
+    """Counts the FLOPs of every ATen call below the recorded ops, as
+    ``torch.utils.flop_counter.FlopCounterMode`` counts them (an op without a formula is
+    decomposed where it can be, as it does), into ``add(count)``: the recorder attributes
+    them to the op running (or, in a backward, the op whose autograd node runs). Calls made
+    with torch functions disabled (the recorder's own work, probe statistics) are not the
+    model's and are not counted."""
+
+    def __init__(self, add: Callable[[int], None]) -> None:
+        super().__init__()
+        self.add = add
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: Optional[dict] = None) -> Any:
+        kwargs = kwargs or {}
+        if func in _METADATA:
+            return NotImplemented
+        if isinstance(func, torch._ops.HigherOrderOperator):
+            return NotImplemented
+        if func is not torch.ops.prim.device.default:
+            with self:
+                decomposed = func.decompose(*args, **kwargs)
+            if decomposed is not NotImplemented:
+                return decomposed
+        out = func(*args, **kwargs)
+        if torch._C._is_torch_function_enabled():
+            count = count_flops(func, args, kwargs, out)
+            if count:
+                self.add(count)
+        return out
+
+
+class SavedBytes:
+    """Saved-tensor hooks that count the bytes autograd saves for the backward while each
+    op runs, each storage once at its full size, leaving out ``excluded`` storages
+    (parameters, the model's inputs). The tensor is handed on unchanged: to the pair of
+    hooks that was active before (only the innermost pair runs, so the user's own
+    offloading hooks keep working and see every tensor), or kept as autograd would.
+    """
+
+    def __init__(self, add: Callable[[int], None]) -> None:
+        self.add = add
+        self.excluded: set[int] = set()
+        self.seen: set[int] = set()
+        self._outer: Any = None
+        self.active = False
+
+    def push(self) -> bool:
+        """Start counting; ``False`` where PyTorch forbids saved-tensor hooks here."""
+        self._outer = torch._C._autograd._top_saved_tensors_default_hooks(False)
+        try:
+            torch._C._autograd._push_saved_tensors_default_hooks(self._pack, self._unpack)
+        except RuntimeError:  # under torch.autograd.graph.disable_saved_tensors_hooks
+            return False
+        self.active = True
+        return True
+
+    def pop(self) -> None:
+        """Stop counting."""
+        if self.active:
+            self.active = False
+            torch._C._autograd._pop_saved_tensors_default_hooks()
+        self.seen.clear()
+
+    def _pack(self, tensor: torch.Tensor) -> Any:
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key not in self.seen and key not in self.excluded:
+            self.seen.add(key)
+            self.add(storage.nbytes())
+        if self._outer is not None:
+            return self._outer[0](tensor)
+        return tensor.detach()  # holding the tensor itself would make a reference cycle
+
+    def _unpack(self, packed: Any) -> torch.Tensor:
+        if self._outer is not None:
+            return self._outer[1](packed)
+        return packed
