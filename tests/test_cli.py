@@ -187,8 +187,10 @@ def test_diff_exits_1_when_they_differ_and_writes_the_union(diff_file: Path, tmp
 
 @pytest.mark.parametrize("argv, match", [
     (["diff", "missing.json", "missing.json"], "No such file or directory"),
-    (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "-o", "x.svg"],
-     r"unknown format: '.svg' \(must be one of \['.json'\]"),
+    (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "-o", "x.graphml"],
+     r"unknown format for a diff: '.graphml' \(must be one of \['.dot', '.gv', '.json', "),
+    (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "-o", "x.html"],
+     r"a diff's .html report is not available yet: write one of \['.dot', "),
     (["diff", "FILE:narrow", "FILE:wide"], "returned a model without inputs"),
     (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "--max-lines", "0"],
      "max_lines must be a whole number >= 1, got 0"),

@@ -48,6 +48,9 @@ def _add_render_options(parser: argparse.ArgumentParser) -> None:
                             help=f"draw the {kind} too")
     parser.add_argument("--no-ops", dest="include_ops", action="store_false",
                         help="leave out the ops that code runs between modules")
+    parser.add_argument("--show-costs", action="store_true",
+                        help="add what each box and op cost, as far as recorded "
+                             "(FLOPs, saved activations, forward time)")
 
 
 def _add_input_options(parser: argparse.ArgumentParser) -> None:
@@ -65,9 +68,11 @@ def _add_diff(commands: Any) -> None:
     diff.add_argument("a", metavar="A", help="the old side")
     diff.add_argument("b", metavar="B", help="the new side")
     diff.add_argument("-o", "--output", type=Path, default=None,
-                      help="also write the union of both graphs, each node marked same, "
-                           "added, removed or changed (.json)")
+                      help="also draw the union of both graphs, added in green, removed in "
+                           "red, changed in amber, the rest greyed (.svg .png .pdf .dot "
+                           ".gv), or write it (.json)")
     _add_input_options(diff)
+    _add_render_options(diff)
     diff.add_argument("--max-lines", type=int, default=12, metavar="N",
                       help="longest summary printed, in lines after the first (default 12)")
 
@@ -88,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_input_options(render)
     render.add_argument("--backward", action="store_true", help="also record a backward pass")
     _add_render_options(render)
+    render.add_argument("--color-by", default=None, metavar="NAME",
+                        help="colour by a cost (flops, saved_bytes, forward_ms, params...) or "
+                             "a probe statistic, with a legend")
     _add_diff(commands)
     demo = commands.add_parser("demo", help="record a built-in small model and write every format")
     demo.add_argument("-o", "--output", required=True, type=Path, metavar="DIR",
@@ -98,8 +106,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _render_options(options: argparse.Namespace) -> dict[str, Any]:
     names = ("depth", "rankdir", "theme", "engine", "fold_repeats", "include_tensors",
-             "include_params", "include_ops", "expand_leaves", "show_settings")
-    return {name: getattr(options, name) for name in names}
+             "include_params", "include_ops", "expand_leaves", "show_settings", "show_costs",
+             "color_by")
+    return {name: getattr(options, name) for name in names if hasattr(options, name)}
 
 
 def _render(options: argparse.Namespace) -> int:
@@ -118,7 +127,8 @@ def _diff(options: argparse.Namespace) -> int:
     from torchgraphrec.loader import parse_shape
 
     shapes = [parse_shape(text) for text in options.input_shape]
-    found = diff_targets((options.a, options.b), options.output, shapes, options.dtype)
+    found = diff_targets((options.a, options.b), options.output, shapes, options.dtype,
+                         _render_options(options))
     print(found.summary(max_lines=options.max_lines))
     return 1 if found else 0
 

@@ -45,20 +45,22 @@ def render_target(target: str, output: Path, options: dict[str, Any],
 
 
 def diff_targets(targets: Sequence[str], output: Optional[Path] = None,
-                 shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32") -> Any:
+                 shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
+                 options: Optional[dict[str, Any]] = None) -> Any:
     """The :class:`~torchgraphrec.GraphDiff` of two targets (saved recordings or
-    factories, each with the same inputs); with ``output`` (``.json``), also write its
-    union graph there."""
+    factories, each with the same inputs); with ``output``, also draw it there with the
+    drawing ``options`` (or write its union graph, ``.json``)."""
     from torchgraphrec.compare import diff
+    from torchgraphrec.compare.draw import FORMATS
+    from torchgraphrec.render.write import format_of
 
-    if output is not None and output.suffix.lower() != ".json":
-        raise ValueError(f"unknown format: {output.suffix or output.name!r} (must be one of "
-                         "['.json']; drawings of a diff are not written yet)")
+    written = [*FORMATS, ".html"]
+    if output is not None and format_of(output) not in written:  # before recording anything
+        raise ValueError(f"unknown format for a diff: {format_of(output)!r} (must be one of "
+                         f"{written})")
     found = diff(*(load_graph(target, shapes, dtype) for target in targets))
     if output is not None:
-        from torchgraphrec.render.write import write
-
-        write(found.union, output)
+        found.render(output, **({} if format_of(output) == ".json" else options or {}))
     return found
 
 

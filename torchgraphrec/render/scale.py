@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping, Optional
 from torchgraphrec.render import labels
 from torchgraphrec.render.theme import SCALE, is_logarithmic, scale_color
 
-__all__ = ["COSTS", "INCLUSIVE", "value_of", "ColorScale"]
+__all__ = ["COSTS", "INCLUSIVE", "TITLES", "value_of", "ColorScale"]
 
 #: The cost attributes ``color_by`` takes by name, beside probe statistics (``site.stat``).
 COSTS = ("flops", "saved_bytes", "forward_ms", "params", "backward_flops", "backward_ms",
@@ -19,6 +19,14 @@ COSTS = ("flops", "saved_bytes", "forward_ms", "params", "backward_flops", "back
 #: only repeat its contents' total, so clusters are not painted by them.
 INCLUSIVE = frozenset({"flops", "saved_bytes", "forward_ms", "params", "backward_flops",
                        "backward_ms", "num_params", "param_bytes"})
+
+
+#: What a legend calls each cost (any other attribute, a statistic, by its own name).
+TITLES = {"flops": "forward FLOPs", "backward_flops": "backward FLOPs",
+          "saved_bytes": "activations saved for backward", "forward_ms": "forward time",
+          "self_ms": "own forward time", "backward_ms": "backward time",
+          "params": "parameters", "num_params": "parameters", "bytes": "tensor size",
+          "output_bytes": "output size", "param_bytes": "parameter size"}
 
 
 def value_of(attrs: Mapping[str, Any], name: str) -> Optional[float]:
@@ -82,7 +90,8 @@ class ColorScale:
     def legend_line(self) -> str:
         """The DOT line of the legend: the attribute, the colours, the two ends in units."""
         cells = "".join(f'<TD BGCOLOR="{color}" WIDTH="16" HEIGHT="12"></TD>' for color in SCALE)
-        title = labels.html_text(self.name) + (" (log scale)" if self.logarithmic else "")
+        title = labels.html_text(TITLES.get(self.name, self.name)) + (
+            " (log scale)" if self.logarithmic else "")
         low = ("≤ " if self.zeros else "") + labels.cost_text(self.low, self.name)
         high = labels.cost_text(self.high, self.name)
         table = (f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0"><TR><TD COLSPAN="10">'

@@ -27,10 +27,11 @@ def _title(view: View, node: str) -> tuple[str, str]:
     return short, labels.layer_title(attrs, None, last)
 
 
-def _costs(attrs: dict, options: RenderOptions) -> list[str]:
-    """The cost line of a box or op where ``show_costs`` asks for it and costs were recorded."""
+def _costs(attrs: dict, options: RenderOptions, repeats: int = 1) -> list[str]:
+    """The cost line of a box or op where ``show_costs`` asks for it and costs were
+    recorded (a folded run's box: its first call's, ``each``)."""
     line = labels.cost_line(attrs) if options.show_costs else ""
-    return [line] if line else []
+    return [f"{line} each" if repeats > 1 else line] if line else []
 
 
 def node_text(view: View, node: str, options: RenderOptions) -> tuple[list[str], str]:
@@ -42,7 +43,7 @@ def node_text(view: View, node: str, options: RenderOptions) -> tuple[list[str],
         lines = labels.box_lines(attrs, view.source, short, show_shapes=options.show_shapes,
                                  show_settings=options.show_settings,
                                  repeats=view.repeats.get(node, 1))
-        lines += _costs(attrs, options)
+        lines += _costs(attrs, options, view.repeats.get(node, 1))
         settings = attrs.get("settings", "")
         return lines, f"{full}\n{settings}" if settings else full
     if kind == "tensor":
