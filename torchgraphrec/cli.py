@@ -49,8 +49,9 @@ def _add_render_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-ops", dest="include_ops", action="store_false",
                         help="leave out the ops that code runs between modules")
     parser.add_argument("--show-costs", action="store_true",
-                        help="add what each box and op cost, as far as recorded "
-                             "(FLOPs, saved activations, forward time)")
+                        help="add a line with what each box and op cost: FLOPs (a model "
+                             "is then recorded counting them) and activations saved for "
+                             "the backward")
 
 
 def _add_input_options(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +71,7 @@ def _add_diff(commands: Any) -> None:
     diff.add_argument("-o", "--output", type=Path, default=None,
                       help="also draw the union of both graphs, added in green, removed in "
                            "red, changed in amber, the rest greyed (.svg .png .pdf .dot "
-                           ".gv), or write it (.json)")
+                           ".gv .html), or write it (.json)")
     _add_input_options(diff)
     _add_render_options(diff)
     diff.add_argument("--max-lines", type=int, default=12, metavar="N",
@@ -95,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_render_options(render)
     render.add_argument("--color-by", default=None, metavar="NAME",
                         help="colour by a cost (flops, saved_bytes, forward_ms, params...) or "
-                             "a probe statistic, with a legend")
+                             "a probe statistic, with a legend; --color-by flops records "
+                             "the model counting FLOPs")
     _add_diff(commands)
     demo = commands.add_parser("demo", help="record a built-in small model and write every format")
     demo.add_argument("-o", "--output", required=True, type=Path, metavar="DIR",

@@ -6,7 +6,7 @@ import platform
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-__all__ = ["load_graph", "render_target", "diff_targets", "doctor_report"]
+__all__ = ["load_graph", "needs_flops", "render_target", "diff_targets", "doctor_report"]
 
 
 def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]], dtype: str) -> tuple:
@@ -22,9 +22,9 @@ def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]], dtype: str
 
 
 def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
-               backward: bool = False) -> Any:
+               backward: bool = False, flops: bool = False) -> Any:
     """The graph of a saved recording (``.json``: torch is not imported) or of one run of
-    the model a factory makes."""
+    the model a factory makes (counting its FLOPs with ``flops``)."""
     if target.endswith(".json"):
         from torchgraphrec.graph import from_json
 
@@ -32,16 +32,29 @@ def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str =
     from torchgraphrec.recorder import record
 
     model, inputs = _model_and_inputs(target, shapes, dtype)
-    return record(model, inputs, backward=backward).graph
+    return record(model, inputs, backward=backward, flops=flops).graph
+
+
+def needs_flops(options: dict[str, Any]) -> bool:
+    """Whether a drawing with ``options`` shows FLOPs, so that a model is recorded
+    counting them (``color_by="flops"``, ``show_costs``); counting costs time, so only then.
+
+    >>> needs_flops({"color_by": "flops"}), needs_flops({"show_costs": True}), needs_flops({})
+    (True, True, False)
+    """
+    return options.get("color_by") in ("flops", "backward_flops") or bool(
+        options.get("show_costs"))
 
 
 def render_target(target: str, output: Path, options: dict[str, Any],
                   shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
                   backward: bool = False) -> Path:
-    """Render a saved recording (``.json``: torch is not imported) or a model factory."""
+    """Render a saved recording (``.json``: torch is not imported) or a model factory
+    (recorded counting FLOPs where the drawing shows them)."""
     from torchgraphrec.render.write import write
 
-    return write(load_graph(target, shapes, dtype, backward), output, **options)
+    graph = load_graph(target, shapes, dtype, backward, needs_flops(options))
+    return write(graph, output, **options)
 
 
 def diff_targets(targets: Sequence[str], output: Optional[Path] = None,
@@ -54,11 +67,11 @@ def diff_targets(targets: Sequence[str], output: Optional[Path] = None,
     from torchgraphrec.compare.draw import FORMATS
     from torchgraphrec.render.write import format_of
 
-    written = [*FORMATS, ".html"]
-    if output is not None and format_of(output) not in written:  # before recording anything
+    if output is not None and format_of(output) not in FORMATS:  # before recording anything
         raise ValueError(f"unknown format for a diff: {format_of(output)!r} (must be one of "
-                         f"{written})")
-    found = diff(*(load_graph(target, shapes, dtype) for target in targets))
+                         f"{list(FORMATS)})")
+    flops = needs_flops(options or {})
+    found = diff(*(load_graph(target, shapes, dtype, flops=flops) for target in targets))
     if output is not None:
         found.render(output, **({} if format_of(output) == ".json" else options or {}))
     return found

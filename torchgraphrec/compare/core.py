@@ -88,15 +88,17 @@ class GraphDiff:
 
     def render(self, path: Any, **options: Any) -> Path:
         """Draw the :attr:`union` of both recordings to ``path``, in the format its suffix
-        names (``.svg``, ``.png``, ``.pdf``, ``.dot``/``.gv``; ``.json`` writes the union
-        itself), with the options of :meth:`Recording.render
-        <torchgraphrec.Recording.render>` (``depth``, ``theme``...; not ``color_by``).
+        names (``.svg``, ``.png``, ``.pdf``, ``.dot``/``.gv``; ``.html`` the interactive
+        report, every depth drawn so; ``.json`` writes the union itself), with the options
+        of :meth:`Recording.render <torchgraphrec.Recording.render>` (``depth``,
+        ``theme``, ``show_costs``...; not ``color_by``).
 
         Added nodes are green and marked ``+``, removed ones red, dashed and marked ``−``,
         nodes changed in themselves amber with ``old → new`` on their label, and nodes
         only affected (by something under them, or by shapes that follow a change
-        elsewhere) outlined in amber; the rest is greyed out. A call whose subtree differs
-        is marked at every depth, so ``depth=1`` still shows where to look. The paper
+        elsewhere) outlined in amber; the rest is greyed out; edges added or removed are
+        green or red and dashed. A call whose subtree differs is marked at every depth, so
+        ``depth=1`` still shows where to look. A legend names each status drawn. The paper
         theme says the same in greyscale, with thick, dashed, double and dotted lines.
 
         Returns:

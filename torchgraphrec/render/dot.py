@@ -14,7 +14,8 @@ from torchgraphrec.render.marks import DiffMarks, is_diff
 from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.metrics import needs_width, text_width
 from torchgraphrec.render.spine import beside, entries, spine
-from torchgraphrec.render.texts import cluster_text, node_text
+from torchgraphrec.render.legend import costs_row, legend_lines
+from torchgraphrec.render.texts import cluster_costs, cluster_text, cost_names, node_text
 from torchgraphrec.render.scale import INCLUSIVE, ColorScale, value_of
 from torchgraphrec.render.view import View, build_view
 
@@ -103,8 +104,6 @@ class _DotWriter:
             graph_attr={**theme.graph, "rankdir": self.options.rankdir, "compound": "true"},
             node_attr=dict(theme.node), edge_attr=dict(theme.edge))
         self.scale = self._value_scale()
-        if self.scale is not None:
-            root.body.append(self.scale.legend_line())
         bodies: dict[str | None, list[str]] = {None: root.body}
         for cluster in self.cluster_names:
             bodies[cluster] = []
@@ -120,8 +119,19 @@ class _DotWriter:
         root.body += [self._edge_line(source, target) for source, target in self.view.edges]
         root.body += [f"\t{self.names[a]} -> {self.names[b]} [style=invis]\n"
                       for a, b in self.view.order]
-        root.body += self.marks.legend() if self.marks else []
+        root.body += self._legend()
         return root
+
+    def _legend(self) -> list[str]:
+        """The legend node: the colour scale, what the diff's marks mean, which costs the
+        labels write."""
+        rows = self.scale.legend_rows() if self.scale is not None else []
+        rows += self.marks.legend_rows() if self.marks is not None else []
+        if self.options.show_costs:
+            drawn = [self.view.folded.nodes[n] for n in (*self.view.nodes, *self.view.clusters)]
+            rows += costs_row(name for name in cost_names(self.options)
+                              if any(value_of(attrs, name) for attrs in drawn))
+        return legend_lines(rows)
 
     def _value_scale(self) -> ColorScale | None:
         name = self.options.color_by
@@ -129,7 +139,8 @@ class _DotWriter:
             return None
         graph, clusters = self.view.folded, self.view.clusters
         painted = [*self.view.nodes, *(clusters if name not in INCLUSIVE else ())]
-        return ColorScale.of(name, (value_of(graph.nodes[n], name) for n in painted))
+        return ColorScale.of(name, (value_of(graph.nodes[n], name) for n in painted),
+                             self.theme.scale)
 
     def _value(self, node: str) -> float | None:
         return value_of(self.view.folded.nodes[node], self.scale.name) if self.scale else None
@@ -164,9 +175,10 @@ class _DotWriter:
     def _cluster_lines(self, cluster: str) -> tuple[list[str], str]:
         """A cluster's title lines and tooltip."""
         title, tooltip = cluster_text(self.view, cluster)
+        costs = cluster_costs(self.view, cluster, self.options)
         if self.marks is None or cluster in self.view.groups:
-            return [title], tooltip or title
-        return self.marks.cluster_lines(cluster, title), tooltip or title
+            return [title, *costs], tooltip or title
+        return [*self.marks.cluster_lines(cluster, title), *costs], tooltip or title
 
     def _cluster_attrs(self, cluster: str) -> str:
         lines, tooltip = self._cluster_lines(cluster)
@@ -174,8 +186,11 @@ class _DotWriter:
             return _attrs({**self.theme.repeat_cluster, "label": lines[0],
                            "id": labels.xml_id("g", cluster), "class": "tgr-repeat"})
         attrs = self.view.folded.nodes[cluster]
-        value = self._value(cluster) if self.scale and self.scale.paints_clusters() else None
-        outline = {} if value is None else {"color": self.scale.color(value)[0], "penwidth": "3"}
+        outline = {}
+        if self.scale is not None and self.scale.paints_clusters():
+            value = self._value(cluster)  # penwidth always: a cluster inherits its parent's
+            outline = ({"penwidth": "1"} if value is None else
+                       {"color": self.scale.color(value)[0], "penwidth": "3"})
         if self.marks is not None:
             outline = self.marks.cluster_attrs(cluster, self.theme.cluster)
         title = labels.join(*lines) if len(lines) == 1 else labels.join_left(*lines)

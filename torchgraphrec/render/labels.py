@@ -12,7 +12,7 @@ from torchgraphrec.render.settings import settings_text
 
 __all__ = ["escape", "join", "join_left", "shape_text", "count_text", "short_name", "layer_title",
            "box_lines", "tensor_lines", "param_lines", "op_lines", "xml_id", "css_class",
-           "html_text", "UNITS", "cost_text", "cost_line"]
+           "html_text", "UNITS", "cost_text", "cost_line", "LINE_COSTS"]
 
 
 def escape(text: Any) -> str:
@@ -132,18 +132,25 @@ def cost_text(value: float, attribute: str) -> str:
     return f"{number}{prefix} params" if unit == "params" else f"{number} {prefix}{unit}"
 
 
-def cost_line(attrs: Mapping[str, Any]) -> str:
-    """What a call or op cost, in one line, with only what was recorded: forward FLOPs,
-    activation bytes saved for the backward, recorded forward time.
+#: What :func:`cost_line` writes by default: what the model costs, the same on every run
+#: (times vary from run to run and include the recording's own overhead).
+LINE_COSTS = ("flops", "saved_bytes")
+
+
+def cost_line(attrs: Mapping[str, Any], names: Sequence[str] = LINE_COSTS) -> str:
+    """What a call or op cost, in one line: the costs ``names`` it has, left out where
+    zero (most ops between modules compute nothing).
 
     >>> cost_line({"flops": 1_200_000_000, "saved_bytes": 34_000_000, "forward_ms": 3.1})
-    '1.2 GFLOPs · 34 MB · 3.1 ms'
-    >>> cost_line({"forward_ms": 0.25}), cost_line({})
-    ('250 µs', '')
+    '1.2 GFLOPs · 34 MB'
+    >>> cost_line({"flops": 0, "saved_bytes": 512}), cost_line({"flops": 0}), cost_line({})
+    ('512 B', '', '')
+    >>> cost_line({"flops": 96, "forward_ms": 0.25}, ("flops", "forward_ms"))
+    '96 FLOPs · 250 µs'
     """
-    found = [(name, attrs.get(name)) for name in ("flops", "saved_bytes", "forward_ms")]
+    found = [(name, attrs.get(name)) for name in names]
     return " · ".join(cost_text(value, name) for name, value in found
-                      if isinstance(value, (int, float)) and not isinstance(value, bool))
+                      if isinstance(value, (int, float)) and not isinstance(value, bool) and value)
 
 
 def short_name(qualname: str, parent_qualname: str = "") -> str:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Mapping, Optional
 
 import networkx as nx
 
 from torchgraphrec.render import diffstatus, difftext, labels
+from torchgraphrec.render.legend import text_row
 from torchgraphrec.render.theme import Attrs, Theme
 from torchgraphrec.render.view import View
 
@@ -108,7 +110,9 @@ class DiffMarks:
     def _inside_line(self, node: str) -> str:
         if node not in self.boxes or self.status(node) not in ("changed", "inside"):
             return ""
-        line = difftext.inside_line(self.inside.get(node, {}))
+        counts = Counter(self.inside.get(node, {}))
+        counts["changed", "param"] -= len(self.params.get(node, ()))  # its own: written above
+        line = difftext.inside_line(+counts)
         if not line and self.view.folded.nodes[node].get("diff") == "same":
             return "inside: data flow differs"  # no call, op or param under it does
         return line
@@ -142,20 +146,19 @@ class DiffMarks:
                 self.lifted = diffstatus.edge_statuses(self.view)
             recorded = self.lifted.get((source, target), {"same"})
             status = "same" if "same" in recorded or len(recorded) > 1 else next(iter(recorded))
+        self.seen.add(status)
         return styled(base, self.theme.diff_edge[status])
 
-    def legend(self) -> list[str]:
-        """The DOT line of the legend: a swatch of each status drawn, styled as its nodes
-        are, and a mode change every call shares (``every call: train → eval``)."""
+    def legend_rows(self) -> list[str]:
+        """The legend's rows: a swatch of each status drawn (on a node, a cluster or an
+        edge), styled as its nodes are, and a mode change every call shares
+        (``every call: train → eval``)."""
         rows = [_swatch(self.theme.diff_node[status], text) for status, text in _LEGEND
                 if status in self.seen]
         if self.mode is not None:
             mode = difftext.change_lines("layer", {"training": self.mode})[0]
-            rows.append(f'<TR><TD ALIGN="LEFT">{labels.html_text(f"every call: {mode}")}</TD></TR>')
-        if not rows:
-            return []
-        table = f'<<TABLE BORDER="0" CELLSPACING="3" CELLPADDING="0">{"".join(rows)}</TABLE>>'
-        return [f'\tlegend [label={table} shape=plain class="tgr-legend" id="legend"]\n']
+            rows.append(text_row(f"every call: {mode}"))
+        return rows
 
 
 def _swatch(attrs: Attrs, text: str) -> str:

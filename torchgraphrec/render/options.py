@@ -70,14 +70,16 @@ class RenderOptions:
         color_by: a cost (``"flops"``, ``"saved_bytes"``, ``"forward_ms"``, ``"params"``
             or another of :data:`~torchgraphrec.render.scale.COSTS`) or a probe statistic
             such as ``"grad_output.rms"``: boxes, ops and parameters are filled on a colour
-            scale from the smallest to the largest drawn value (a log scale where they span
-            two decades), with a legend in the value's units. A box at ``depth=k`` has the
-            numbers of everything inside it. Clusters are outlined by a statistic; by a cost
-            they are not (theirs is the sum of what they hold). Nodes without the value
-            keep their usual colours.
-        show_costs: add a line to each box and op with what it cost, as far as recorded:
-            ``1.2 GFLOPs · 34 MB · 3.1 ms`` (FLOPs, activations saved for the backward,
-            recorded forward time).
+            scale from the smallest drawn value (palest) to the largest (darkest; a log
+            scale where they span two decades; greys in the paper theme), with a legend in
+            the value's units. A box at ``depth=k`` has the numbers of everything inside
+            it. Clusters are outlined by a statistic; by a cost they are not (theirs is the
+            sum of what they hold). Nodes without the value keep their usual colours.
+        show_costs: add a line to each box, op and module with what it cost, where
+            recorded and not zero: ``1.2 GFLOPs · 34 MB`` (forward FLOPs, activations saved
+            for the backward), and the cost ``color_by`` names if another (a time, say:
+            times vary from run to run, so they are written only then). The legend says
+            which costs the lines hold.
 
     >>> RenderOptions(rankdir="XY")
     Traceback (most recent call last):

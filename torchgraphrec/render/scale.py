@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from torchgraphrec.render import labels
 from torchgraphrec.render.theme import SCALE, is_logarithmic, scale_color
@@ -66,18 +66,21 @@ class ColorScale:
     high: float
     logarithmic: bool
     zeros: bool
+    palette: tuple[str, ...] = SCALE
 
     @classmethod
-    def of(cls, name: str, values: Iterable[Optional[float]]) -> Optional["ColorScale"]:
-        """The scale of the ``values`` found (``None`` is skipped), or ``None`` if none is."""
+    def of(cls, name: str, values: Iterable[Optional[float]],
+           palette: Sequence[str] = SCALE) -> Optional["ColorScale"]:
+        """The scale of the ``values`` found (``None`` is skipped) on ``palette``, or
+        ``None`` if none is found."""
         found = [value for value in values if value is not None]
         if not found:
             return None
         low, high = min(found), max(found)
         positive = [value for value in found if value > 0]
         if low == 0 and positive and is_logarithmic(min(positive), high):
-            return cls(name, min(positive), high, True, True)
-        return cls(name, low, high, is_logarithmic(low, high), False)
+            return cls(name, min(positive), high, True, True, tuple(palette))
+        return cls(name, low, high, is_logarithmic(low, high), False, tuple(palette))
 
     def paints_clusters(self) -> bool:
         """Whether clusters are outlined by their value (not for sums of their contents)."""
@@ -85,17 +88,36 @@ class ColorScale:
 
     def color(self, value: float) -> tuple[str, str]:
         """The fill for ``value`` and a text colour that reads on it."""
-        return scale_color(max(value, self.low), self.low, self.high)
+        return scale_color(max(value, self.low), self.low, self.high, self.palette)
 
-    def legend_line(self) -> str:
-        """The DOT line of the legend: the attribute, the colours, the two ends in units."""
-        cells = "".join(f'<TD BGCOLOR="{color}" WIDTH="16" HEIGHT="12"></TD>' for color in SCALE)
+    def middle(self) -> float:
+        """The value at the middle of the scale (the geometric mean on a log scale)."""
+        if self.logarithmic:
+            return math.sqrt(self.low * self.high)
+        return (self.low + self.high) / 2
+
+    def legend_rows(self) -> list[str]:
+        """The legend's rows: what is coloured, the colours in a frame (the palest shows
+        on white), and the values at both ends and the middle, in units.
+
+        >>> rows = ColorScale.of("flops", [0, 1_000, 2_000_000]).legend_rows()
+        >>> "forward FLOPs (log scale)" in rows[0], "≤ 1 kFLOPs" in rows[0], "2 MFLOPs" in rows[0]
+        (True, True, True)
+        """
+        count = len(self.palette)
+        cells = "".join(f'<TD BGCOLOR="{color}" WIDTH="18" HEIGHT="12"></TD>'
+                        for color in self.palette)
         title = labels.html_text(TITLES.get(self.name, self.name)) + (
             " (log scale)" if self.logarithmic else "")
-        low = ("≤ " if self.zeros else "") + labels.cost_text(self.low, self.name)
-        high = labels.cost_text(self.high, self.name)
-        table = (f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0"><TR><TD COLSPAN="10">'
-                 f'{title}</TD></TR><TR>{cells}</TR><TR><TD COLSPAN="5" ALIGN="LEFT">'
-                 f'{labels.html_text(low)}</TD><TD COLSPAN="5" ALIGN="RIGHT">'
-                 f'{labels.html_text(high)}</TD></TR></TABLE>>')
-        return f'\tlegend [label={table} shape=plain class="tgr-legend" id="legend"]\n'
+        ends = [("≤ " if self.zeros else "") + labels.cost_text(self.low, self.name),
+                labels.cost_text(self.middle(), self.name),
+                labels.cost_text(self.high, self.name)]
+        spans = (count // 3, count - 2 * (count // 3), count // 3)
+        ticks = "".join(f'<TD COLSPAN="{span}" ALIGN="{align}">{labels.html_text(text)}</TD>'
+                        for span, align, text in zip(spans, ("LEFT", "CENTER", "RIGHT"), ends))
+        bar = (f'<TABLE BORDER="1" COLOR="#868e96" CELLBORDER="0" CELLSPACING="0" '
+               f'CELLPADDING="0"><TR>{cells}</TR></TABLE>')
+        table = (f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">'
+                 f'<TR><TD COLSPAN="{count}" ALIGN="LEFT">{title}</TD></TR>'
+                 f'<TR><TD COLSPAN="{count}">{bar}</TD></TR><TR>{ticks}</TR></TABLE>')
+        return [f'<TR><TD ALIGN="LEFT">{table}</TD></TR>']
