@@ -121,8 +121,12 @@ class DiffMarks:
         """A node's label lines and tooltip with its mark, ``old → new`` lines and, on a
         box, what differs inside it."""
         inside = [line for line in (self._inside_line(node),) if line]
-        shown = [self._title(node, lines[0]), *lines[1:],
-                 *difftext.clipped(self._changes(node, label=True)), *inside]
+        changes = self._changes(node, label=True)
+        attrs = self.view.folded.nodes[node]
+        count = labels.count_text(attrs.get("num_params", 0))
+        if count and any(line.endswith(f"→ {count}") for line in changes):  # says the count
+            lines = [line for line in lines if line != count]
+        shown = [self._title(node, lines[0]), *lines[1:], *difftext.clipped(changes), *inside]
         return shown, "\n".join([tooltip, *self._changes(node, label=False), *inside])
 
     def cluster_attrs(self, cluster: str, base: Attrs) -> dict[str, str]:
