@@ -117,7 +117,8 @@ DEFAULT = Theme(
         "fontsize": "9", "height": "0.22"},
     # green added, red dashed removed, amber changed, unchanged greyed out
     diff_node={
-        "same": {"color": "#ced4da", "fillcolor": "#f8f9fa", "fontcolor": "#868e96"},
+        # greyed, yet legible in print: text at 4.5:1 on its fill, borders that show
+        "same": {"color": "#adb5bd", "fillcolor": "#f8f9fa", "fontcolor": "#6c757d"},
         "added": {"color": "#2b8a3e", "fillcolor": "#d3f9d8", "fontcolor": "#143d1e",
                   "penwidth": "2"},
         "removed": {"color": "#c92a2a", "fillcolor": "#ffe3e3", "fontcolor": "#6b1414",
@@ -129,7 +130,7 @@ DEFAULT = Theme(
     },
     diff_cluster={
         # penwidth given: a cluster inherits its enclosing one's
-        "same": {"color": "#dee2e6", "fillcolor": "#fcfcfd", "fontcolor": "#868e96",
+        "same": {"color": "#ced4da", "fillcolor": "#fcfcfd", "fontcolor": "#6c757d",
                  "penwidth": "1"},
         "added": {"color": "#2b8a3e", "fillcolor": "#f2fbf4", "fontcolor": "#2b8a3e",
                   "penwidth": "2"},
@@ -141,7 +142,7 @@ DEFAULT = Theme(
                    "penwidth": "2"},
     },
     diff_edge={
-        "same": {"color": "#c3c9d0"},
+        "same": {"color": "#adb5bd"},
         "added": {"color": "#2b8a3e", "penwidth": "1.6"},
         "removed": {"color": "#c92a2a", "penwidth": "1.6", "style": "dashed"},
     },
