@@ -1,19 +1,13 @@
-"""A drawing's legend: one table node made of the rows its colour scale, diff marks and costs ask for."""
+"""A drawing's legend: one table node holding the rows of its scale, diff marks and costs."""
 
 from __future__ import annotations
 
 from typing import Iterable, Sequence
 
 from torchgraphrec.render import labels
+from torchgraphrec.render.scale import TITLES
 
 __all__ = ["legend_lines", "text_row", "costs_row"]
-
-#: What a legend calls each cost written on the labels.
-_COST_WORDS = {"flops": "forward FLOPs", "saved_bytes": "activations saved for backward",
-               "forward_ms": "recorded forward time", "self_ms": "own recorded forward time",
-               "backward_ms": "recorded backward time", "backward_flops": "backward FLOPs",
-               "bytes": "tensor size", "output_bytes": "output size",
-               "param_bytes": "parameter size"}
 
 
 def text_row(text: str) -> str:
@@ -32,7 +26,7 @@ def costs_row(names: Iterable[str]) -> list[str]:
     >>> costs_row(["flops", "saved_bytes"])
     ['<TR><TD ALIGN="LEFT">costs: forward FLOPs · activations saved for backward</TD></TR>']
     """
-    words = [_COST_WORDS.get(name, name) for name in names]
+    words = [TITLES.get(name, name) for name in names]
     return [text_row("costs: " + " · ".join(words))] if words else []
 
 
