@@ -6,7 +6,7 @@ import platform
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-__all__ = ["load_graph", "render_target", "diff_targets", "doctor_report"]
+__all__ = ["load_graph", "render_target", "diff_targets", "summary_target", "doctor_report"]
 
 
 def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]], dtype: str) -> tuple:
@@ -22,9 +22,9 @@ def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]], dtype: str
 
 
 def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
-               backward: bool = False) -> Any:
+               backward: bool = False, flops: bool = False) -> Any:
     """The graph of a saved recording (``.json``: torch is not imported) or of one run of
-    the model a factory makes."""
+    the model a factory makes (counting FLOPs with ``flops``)."""
     if target.endswith(".json"):
         from torchgraphrec.graph import from_json
 
@@ -32,7 +32,7 @@ def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str =
     from torchgraphrec.recorder import record
 
     model, inputs = _model_and_inputs(target, shapes, dtype)
-    return record(model, inputs, backward=backward).graph
+    return record(model, inputs, backward=backward, flops=flops).graph
 
 
 def render_target(target: str, output: Path, options: dict[str, Any],
@@ -79,3 +79,13 @@ def doctor_report() -> list[str]:
         except Exception as exc:  # the doctor reports, it does not fail
             lines.append(f"{fmt}: unavailable: {exc}")
     return lines
+
+
+def summary_target(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
+                   *, flops: bool = False, backward: bool = False,
+                   depth: Optional[int] = None) -> str:
+    """The summary table of a saved recording (``.json``: torch is not imported) or of
+    one run of the model a factory makes."""
+    from torchgraphrec.summary import summarize
+
+    return summarize(load_graph(target, shapes, dtype, backward, flops), depth)
