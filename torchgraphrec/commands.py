@@ -24,7 +24,7 @@ def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]], dtype: str
 def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
                backward: bool = False, flops: bool = False) -> Any:
     """The graph of a saved recording (``.json``: torch is not imported) or of one run of
-    the model a factory makes (counting FLOPs with ``flops``)."""
+    the model a factory makes (counting its FLOPs with ``flops``)."""
     if target.endswith(".json"):
         from torchgraphrec.graph import from_json
 
