@@ -138,7 +138,7 @@ def test_the_commands_shown_in_the_docs_run(tmp_path: Path, monkeypatch, capsys)
     page = (Path(__file__).parent.parent / "docs" / "cli.rst").read_text(encoding="utf-8")
     commands = [line.strip()[2:] for line in page.splitlines()
                 if line.strip().startswith("$ torchgraphrec ")]
-    assert len(commands) == 7
+    assert len(commands) == 8
     monkeypatch.chdir(tmp_path)
     for command in commands:
         assert main(shlex.split(command)[1:]) == 0, command

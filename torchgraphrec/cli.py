@@ -1,8 +1,9 @@
-"""The command line: ``torchgraphrec render|diff|demo|doctor``; parsing only, work done elsewhere.
+"""The command line: ``torchgraphrec render|diff|summary|demo|doctor``; parsing only, work done elsewhere.
 
 Errors are one line on stderr with exit status 1 (2 for usage errors; ``diff`` exits 0 when
 the models are the same, 1 when they differ and 2 on any error, as ``diff`` does).
-``--help``, ``render recording.json`` and ``diff a.json b.json`` never import torch.
+``--help``, ``render recording.json``, ``summary recording.json`` and ``diff a.json b.json``
+never import torch.
 """
 
 from __future__ import annotations
@@ -78,6 +79,31 @@ def _add_diff(commands: Any) -> None:
                       help="longest summary printed, in lines after the first (default 12)")
 
 
+def _summary_depth(text: str) -> Any:
+    """``summary --depth``: a number >= 0 or ``all``."""
+    if text == "all":
+        return None
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"depth must be a number >= 0 or 'all', got {text!r}")
+    return int(text)
+
+
+def _add_summary(commands: Any) -> None:
+    summary = commands.add_parser(
+        "summary", help="print a model's module calls with shapes, parameters and costs",
+        description="TARGET is pkg.module:factory, file.py:factory or a recording saved as "
+                    ".json. Prints one row per module call: input and output shapes, "
+                    "parameters, FLOPs (with --flops), saved activations, times.")
+    summary.add_argument("target", metavar="TARGET")
+    _add_input_options(summary)
+    summary.add_argument("--flops", action="store_true",
+                         help="count FLOPs (by PyTorch's own formulas; slower)")
+    summary.add_argument("--backward", action="store_true",
+                         help="also record a backward pass (its FLOPs and time)")
+    summary.add_argument("--depth", type=_summary_depth, default=None,
+                         help="deepest level of module calls listed: a number or all (default)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchgraphrec",
@@ -102,6 +128,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="record a built-in small model and write every format")
     demo.add_argument("-o", "--output", required=True, type=Path, metavar="DIR",
                       help="folder to write the outputs into (created if missing)")
+    _add_summary(commands)
     commands.add_parser("doctor", help="show which layout engines were found and what they write")
     return parser
 
@@ -135,6 +162,16 @@ def _diff(options: argparse.Namespace) -> int:
     return 1 if found else 0
 
 
+def _summary(options: argparse.Namespace) -> int:
+    from torchgraphrec.commands import summary_target
+    from torchgraphrec.loader import parse_shape
+
+    shapes = [parse_shape(text) for text in options.input_shape]
+    print(summary_target(options.target, shapes, options.dtype, flops=options.flops,
+                         backward=options.backward, depth=options.depth))
+    return 0
+
+
 def _demo(options: argparse.Namespace) -> int:
     from torchgraphrec.demo import run_demo
 
@@ -153,7 +190,8 @@ def _doctor(options: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     options = _parser().parse_args(argv)
-    handlers = {"render": _render, "diff": _diff, "demo": _demo, "doctor": _doctor}
+    handlers = {"render": _render, "diff": _diff, "summary": _summary, "demo": _demo,
+                "doctor": _doctor}
     try:
         return handlers[options.command](options)
     except Exception as exc:  # one clear line, not a traceback, for any failure

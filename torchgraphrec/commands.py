@@ -6,7 +6,8 @@ import platform
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-__all__ = ["load_graph", "needs_flops", "render_target", "diff_targets", "doctor_report"]
+__all__ = ["load_graph", "needs_flops", "render_target", "diff_targets", "summary_target",
+           "doctor_report"]
 
 
 def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]], dtype: str) -> tuple:
@@ -94,3 +95,13 @@ def doctor_report() -> list[str]:
         except Exception as exc:  # the doctor reports, it does not fail
             lines.append(f"{fmt}: unavailable: {exc}")
     return lines
+
+
+def summary_target(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
+                   *, flops: bool = False, backward: bool = False,
+                   depth: Optional[int] = None) -> str:
+    """The summary table of a saved recording (``.json``: torch is not imported) or of
+    one run of the model a factory makes."""
+    from torchgraphrec.summary import summarize
+
+    return summarize(load_graph(target, shapes, dtype, backward, flops), depth)
