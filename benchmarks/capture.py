@@ -169,21 +169,25 @@ def _report_targets(results: Results, models: list[str]) -> None:
             verdict = "met" if flops <= counter + 0.2 else "NOT met"
             print(f"  flops=True {model_name}: {flops:.2f}x vs FlopCounterMode "
                   f"{counter:.2f}x (<= +0.2) {verdict}")
+    for model_name in models:
         for mode in MODES:
-            mine = _ratio(results, (model_name, mode, "torchgraphrec"))
-            if mine is None:
-                continue
-            faster = [peer for peer in PEERS
-                      if (theirs := _ratio(results, (model_name, mode, peer))) is not None
-                      and theirs < mine]
-            if faster:
-                print(f"  {model_name} {mode}: slower than {', '.join(faster)}")
-            torchview = _ratio(results, (model_name, mode, "torchview"))
-            if mode == "no_grad" and torchview is not None:
-                share = (mine - 1) / max(torchview - 1, 1e-9)
-                verdict = "met" if share <= 0.2 else "NOT met"
-                print(f"  {model_name} no_grad: overhead {share:.2f} of torchview's "
-                      f"(<= 0.2) {verdict}")
+            _report_peers(results, model_name, mode)
+
+
+def _report_peers(results: Results, model_name: str, mode: str) -> None:
+    mine = _ratio(results, (model_name, mode, "torchgraphrec"))
+    if mine is None:
+        return
+    faster = [peer for peer in PEERS
+              if (theirs := _ratio(results, (model_name, mode, peer))) is not None
+              and theirs < mine]
+    if faster:
+        print(f"  {model_name} {mode}: slower than {', '.join(faster)}")
+    torchview = _ratio(results, (model_name, mode, "torchview"))
+    if mode == "no_grad" and torchview is not None:
+        share = (mine - 1) / max(torchview - 1, 1e-9)
+        verdict = "met" if share <= 0.2 else "NOT met"
+        print(f"  {model_name} no_grad: overhead {share:.2f} of torchview's (<= 0.2) {verdict}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per cell")
     parser.add_argument("--clock", choices=("wall", "thread"), default="wall")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--report", type=Path, help="print the table of a --json file again")
     parser.add_argument("--child", nargs=3, metavar=("TOOL", "MODEL", "MODE"),
                         help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
@@ -204,6 +209,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from tools import BENCH_MODELS, GRAD_ONLY, TOOLS
 
+    if options.report:
+        saved = json.loads(options.report.read_text())
+        results = {tuple(key.split(" / ")): value for key, value in saved.items()}
+        report(results, list(dict.fromkeys(m for m, _, _ in results)),
+               list(dict.fromkeys(t for _, _, t in results)))
+        return 0
     models = options.models or list(BENCH_MODELS)
     tools = options.tools or list(TOOLS)
     results: Results = {}
