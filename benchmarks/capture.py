@@ -1,17 +1,23 @@
 """Capture cost of torchgraphrec and its peers, as ratios to the plain forward, side by side.
 
-Every (tool, model) pair runs in a fresh subprocess (peers patch torch or leave hooks
-behind), on one thread, with the model in eval mode and autograd on. Plain forwards and
-captures are timed in alternating blocks of back-to-back calls (about 50 ms or at least two
-calls each) with the garbage collector on, and a cell is the median capture time per call
-divided by the median plain forward time per call. Blocks make every tool pay for the
-collections its own garbage triggers: with single calls alternating, a tool that leaves
-much garbage hands its collections to the plain forward timed next, which flatters its
-ratio (torchviz on GPT-2 measured 1.01x that way, 1.20x with a collection before every
-call). A peer that raises is shown as ``FAIL:<exception>``; one not installed as
-``-`` (``pip install -e ".[bench]"`` installs them).
+Strict by construction, so that no tool is flattered:
 
-    python benchmarks/capture.py                       # everything (about 15 minutes)
+* every (tool, model, grad mode) cell runs in a fresh interpreter (peers patch torch or
+  leave hooks behind, and a warm allocator or import cache would favour later cells);
+* one thread (``torch.set_num_threads(1)``), the model in eval mode;
+* each sample is one call, preceded by ``gc.collect()``, and plain forwards and captures
+  alternate sample by sample, so that drift (another process, thermal state) hits both;
+* a cell is the median capture time divided by the median plain forward time.
+
+Columns: each tool with autograd on (``grad``) and under ``torch.no_grad()`` (``no_grad``);
+``torchgraphrec+flops`` records with ``flops=True`` beside ``FlopCounterMode``, PyTorch's
+own counter, in the same run; ``floor:*`` are no-op hooks and modes, what any hook- or
+mode-based recorder pays before doing anything. ``--clock thread`` measures the thread's
+CPU time instead of wall time (for a machine shared with other work: it is blind to time
+the process spends descheduled, which on an idle machine is the same). A peer that raises
+is shown as ``FAIL:<exception>``; one not installed as ``-`` (``pip install -e ".[bench]"``).
+
+    python benchmarks/capture.py                          # everything (about 25 minutes)
     python benchmarks/capture.py --models mlp_deep_200 gpt2_small --tools torchgraphrec
 """
 
@@ -24,13 +30,28 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable, Optional
 
 HERE = Path(__file__).resolve().parent
-TARGETS = {"mlp_deep_200": 4.0, "resnet50_like": 1.2, "gpt2_small": 1.2}
+MODES = ("grad", "no_grad")
+#: The capture targets: (model, grad mode, tool) -> the highest ratio allowed.
+TARGETS = {
+    ("mlp_deep_200", "grad", "torchgraphrec"): 4.0,
+    ("resnet50_like", "grad", "torchgraphrec"): 1.15,
+    ("gpt2_small", "grad", "torchgraphrec"): 1.1,
+    ("resnet50_like", "no_grad", "torchgraphrec"): 1.2,
+    ("gpt2_small", "no_grad", "torchgraphrec"): 1.15,
+    ("resnet50_like", "grad", "torchgraphrec+flops"): 1.5,
+    ("gpt2_small", "grad", "torchgraphrec+flops"): 1.5,
+}
+#: Where ``flops=True`` must stay within FlopCounterMode's own overhead + 0.2.
+FLOPS_MODELS = ("resnet50_like", "gpt2_small")
+PEERS = ("torchviz", "torchview", "torchlens", "torchrecorder")
 
 
-def measure(tool: str, model_name: str, budget_s: float) -> dict:
-    """Run in the child process: time one tool on one model."""
+def measure(tool: str, model_name: str, mode: str, budget_s: float, clock: str) -> dict:
+    """Run in the child process: time one tool on one model in one grad mode."""
+    import gc
     import warnings
 
     import torch
@@ -39,38 +60,42 @@ def measure(tool: str, model_name: str, budget_s: float) -> dict:
     torch.set_num_threads(1)
     from tools import BENCH_MODELS, TOOLS
 
+    now: Callable[[], int] = time.thread_time_ns if clock == "thread" else time.perf_counter_ns
     case = BENCH_MODELS[model_name]()
     model = case.model.eval()
     plain = lambda: model(*case.args, **case.kwargs)  # noqa: E731
-    try:
-        capture = TOOLS[tool](model, case.args, case.kwargs)
-        capture()
-    except ModuleNotFoundError:
-        return {"status": "missing"}
-    except Exception as exc:  # a peer's crash is a result, not an error of the harness
-        return {"status": f"FAIL:{type(exc).__name__}", "detail": str(exc)[:200]}
-    calls = max(2, round(0.05 / max(_per_call(plain, 1), _per_call(capture, 1))))
-    plain_times, capture_times = [], []
-    start = time.perf_counter()
-    while len(capture_times) < 5 or (time.perf_counter() - start < budget_s
-                                     and len(capture_times) < 41):
-        plain_times.append(_per_call(plain, calls))
-        capture_times.append(_per_call(capture, calls))
-    forward, captured = statistics.median(plain_times), statistics.median(capture_times)
-    return {"status": "ok", "forward_ms": forward * 1e3, "capture_ms": captured * 1e3,
-            "ratio": captured / forward, "runs": len(capture_times) * calls,
+    grad_mode = torch.no_grad() if mode == "no_grad" else torch.enable_grad()
+    with grad_mode:
+        try:
+            capture = TOOLS[tool](model, case.args, case.kwargs)
+            for _ in range(2):  # warm-up: lazy imports, allocator, caches
+                plain()
+                capture()
+        except ModuleNotFoundError:
+            return {"status": "missing"}
+        except Exception as exc:  # a peer's crash is a result, not an error of the harness
+            return {"status": f"FAIL:{type(exc).__name__}", "detail": str(exc)[:200]}
+        plain_ns, capture_ns = [], []
+        start = time.perf_counter()
+        while len(capture_ns) < 7 or (time.perf_counter() - start < budget_s
+                                      and len(capture_ns) < 41):
+            plain_ns.append(_one_call(plain, now, gc.collect))
+            capture_ns.append(_one_call(capture, now, gc.collect))
+    forward, captured = statistics.median(plain_ns), statistics.median(capture_ns)
+    return {"status": "ok", "forward_ms": forward / 1e6, "capture_ms": captured / 1e6,
+            "ratio": captured / forward, "samples": len(capture_ns),
             "module_calls": _count_calls(model, case)}
 
 
-def _per_call(thunk, calls: int) -> float:
-    """Seconds per call over ``calls`` back-to-back calls of ``thunk``."""
-    start = time.perf_counter()
-    for _ in range(calls):
-        thunk()
-    return (time.perf_counter() - start) / calls
+def _one_call(thunk: Callable[[], Any], now: Callable[[], int], collect: Callable[[], Any]) -> int:
+    """Nanoseconds of one call of ``thunk``, the garbage of earlier calls collected first."""
+    collect()
+    start = now()
+    thunk()
+    return now() - start
 
 
-def _count_calls(model, case) -> int:
+def _count_calls(model: Any, case: Any) -> int:
     calls = []
     handles = [m.register_forward_pre_hook(lambda *_: calls.append(1)) for m in model.modules()]
     model(*case.args, **case.kwargs)
@@ -79,13 +104,13 @@ def _count_calls(model, case) -> int:
     return len(calls)
 
 
-def run_child(tool: str, model_name: str, budget_s: float, timeout_s: float) -> dict:
+def run_child(tool: str, model_name: str, mode: str, options: argparse.Namespace) -> dict:
     """Run :func:`measure` in a fresh interpreter and parse its JSON line."""
-    command = [sys.executable, str(Path(__file__)), "--child", tool, model_name,
-               "--budget", str(budget_s)]
+    command = [sys.executable, str(Path(__file__)), "--child", tool, model_name, mode,
+               "--budget", str(options.budget), "--clock", options.clock]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
-                              cwd=HERE)
+        done = subprocess.run(command, capture_output=True, text=True,
+                              timeout=options.timeout, cwd=HERE)
     except subprocess.TimeoutExpired:
         return {"status": "TIMEOUT"}
     for line in reversed(done.stdout.splitlines()):
@@ -94,79 +119,116 @@ def run_child(tool: str, model_name: str, budget_s: float, timeout_s: float) -> 
     return {"status": f"FAIL:exit {done.returncode}", "detail": done.stderr[-300:]}
 
 
-def cell(result: dict) -> str:
+def cell(result: Optional[dict]) -> str:
+    if result is None:
+        return ""
     status = result["status"]
     if status == "ok":
         return f"{result['ratio']:.2f}x"
-    return "-" if status == "missing" else status
+    return "-" if status == "missing" else status[:18]
 
 
-def report(results: dict[str, dict[str, dict]], tools: list[str]) -> None:
-    cells = {model_name: {t: cell(row[t]) for t in tools} for model_name, row in results.items()}
-    widths = {t: 2 + max([len(t)] + [len(row[t]) for row in cells.values()]) for t in tools}
-    print(f"\n{'model':18s}{'fwd ms':>9s}{'calls':>7s}" + "".join(f"{t:>{widths[t]}s}" for t in tools))
-    for model_name, row in results.items():
-        base = next((r for r in row.values() if r["status"] == "ok"), None)
-        forward = f"{base['forward_ms']:.2f}" if base else "?"
-        calls = str(base["module_calls"]) if base else "?"
-        print(f"{model_name:18s}{forward:>9s}{calls:>7s}"
-              + "".join(f"{cells[model_name][t]:>{widths[t]}s}" for t in tools))
-    _report_targets(results)
-    _report_scaling(results)
+Results = dict[tuple[str, str, str], dict]  # (model, mode, tool) -> result
 
 
-def _report_targets(results: dict[str, dict[str, dict]]) -> None:
-    print("\nTargets (torchgraphrec):")
-    for model_name, target in TARGETS.items():
-        mine = results.get(model_name, {}).get("torchgraphrec")
-        if mine and mine["status"] == "ok":
-            verdict = "met" if mine["ratio"] <= target else "NOT met"
-            print(f"  {model_name}: {mine['ratio']:.2f}x (target <= {target}x) {verdict}")
-    for model_name, row in results.items():
-        mine = row.get("torchgraphrec", {})
-        if mine.get("status") != "ok":
-            continue
-        beaten_by = [t for t, r in row.items() if not t.startswith(("floor", "torchgraphrec"))
-                     and r["status"] == "ok" and r["ratio"] < mine["ratio"]]
-        if beaten_by:
-            print(f"  {model_name}: slower than {', '.join(beaten_by)}")
+def report(results: Results, models: list[str], tools: list[str]) -> None:
+    """One row per model and grad mode, one column per tool."""
+    widths = {tool: 2 + max(len(tool), *(len(cell(r)) for (_, _, t), r in results.items()
+                                         if t == tool)) for tool in tools}
+    print(f"\n{'model':24s}{'fwd ms':>9s}{'calls':>7s}"
+          + "".join(f"{tool:>{widths[tool]}s}" for tool in tools))
+    for model_name in models:
+        for mode in MODES:
+            row = {t: r for (m, md, t), r in results.items() if m == model_name and md == mode}
+            if not row:
+                continue
+            base = next((r for r in row.values() if r["status"] == "ok"), None)
+            forward = f"{base['forward_ms']:.2f}" if base else "?"
+            calls = str(base["module_calls"]) if base else "?"
+            print(f"{model_name + ' ' + mode:24s}{forward:>9s}{calls:>7s}"
+                  + "".join(f"{cell(row.get(tool)):>{widths[tool]}s}" for tool in tools))
+    _report_targets(results, models)
 
 
-def _report_scaling(results: dict[str, dict[str, dict]]) -> None:
-    small = results.get("mlp_deep_200", {}).get("torchgraphrec", {})
-    large = results.get("mlp_deep_1000", {}).get("torchgraphrec", {})
-    if small.get("status") == large.get("status") == "ok":
-        import math
+def _ratio(results: Results, key: tuple[str, str, str]) -> Optional[float]:
+    result = results.get(key)
+    return result["ratio"] if result and result["status"] == "ok" else None
 
-        k = math.log(large["capture_ms"] / small["capture_ms"]) / math.log(
-            large["module_calls"] / small["module_calls"])
-        print(f"\nScaling 200 -> 1000 layers: capture time ~ calls^{k:.2f} (1.0 is linear)")
+
+def _report_targets(results: Results, models: list[str]) -> None:
+    print("\nTargets:")
+    for (model_name, mode, tool), target in TARGETS.items():
+        ratio = _ratio(results, (model_name, mode, tool))
+        if ratio is not None:
+            verdict = "met" if ratio <= target else "NOT met"
+            print(f"  {tool} {model_name} {mode}: {ratio:.2f}x (<= {target}x) {verdict}")
+    for model_name in FLOPS_MODELS:
+        flops = _ratio(results, (model_name, "grad", "torchgraphrec+flops"))
+        counter = _ratio(results, (model_name, "grad", "flop_counter"))
+        if flops is not None and counter is not None:
+            verdict = "met" if flops <= counter + 0.2 else "NOT met"
+            print(f"  flops=True {model_name}: {flops:.2f}x vs FlopCounterMode "
+                  f"{counter:.2f}x (<= +0.2) {verdict}")
+    for model_name in models:
+        for mode in MODES:
+            _report_peers(results, model_name, mode)
+
+
+def _report_peers(results: Results, model_name: str, mode: str) -> None:
+    mine = _ratio(results, (model_name, mode, "torchgraphrec"))
+    if mine is None:
+        return
+    faster = [peer for peer in PEERS
+              if (theirs := _ratio(results, (model_name, mode, peer))) is not None
+              and theirs < mine]
+    if faster:
+        print(f"  {model_name} {mode}: slower than {', '.join(faster)}")
+    torchview = _ratio(results, (model_name, mode, "torchview"))
+    if mode == "no_grad" and torchview is not None:
+        share = (mine - 1) / max(torchview - 1, 1e-9)
+        verdict = "met" if share <= 0.2 else "NOT met"
+        print(f"  {model_name} no_grad: overhead {share:.2f} of torchview's (<= 0.2) {verdict}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*")
     parser.add_argument("--tools", nargs="*")
-    parser.add_argument("--budget", type=float, default=5.0, help="seconds of timing per cell")
-    parser.add_argument("--timeout", type=float, default=240.0, help="seconds per cell")
-    parser.add_argument("--child", nargs=2, metavar=("TOOL", "MODEL"), help=argparse.SUPPRESS)
+    parser.add_argument("--modes", nargs="*", choices=MODES, default=list(MODES))
+    parser.add_argument("--budget", type=float, default=4.0, help="seconds of timing per cell")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per cell")
+    parser.add_argument("--clock", choices=("wall", "thread"), default="wall")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--report", type=Path, help="print the table of a --json file again")
+    parser.add_argument("--child", nargs=3, metavar=("TOOL", "MODEL", "MODE"),
+                        help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
     if options.child:
-        print(json.dumps(measure(*options.child, options.budget)))
+        print(json.dumps(measure(*options.child, options.budget, options.clock)))
         return 0
-    from tools import BENCH_MODELS, TOOLS
+    from tools import BENCH_MODELS, GRAD_ONLY, TOOLS
 
-    model_names = options.models or list(BENCH_MODELS)
+    if options.report:
+        saved = json.loads(options.report.read_text())
+        results = {tuple(key.split(" / ")): value for key, value in saved.items()}
+        report(results, list(dict.fromkeys(m for m, _, _ in results)),
+               list(dict.fromkeys(t for _, _, t in results)))
+        return 0
+    models = options.models or list(BENCH_MODELS)
     tools = options.tools or list(TOOLS)
-    results: dict[str, dict[str, dict]] = {}
-    for model_name in model_names:
-        results[model_name] = {}
+    results: Results = {}
+    for model_name in models:
         for tool in tools:
-            print(f"  {model_name} / {tool} ...", file=sys.stderr, flush=True)
-            results[model_name][tool] = run_child(tool, model_name, options.budget,
-                                                  options.timeout)
-    report(results, tools)
+            for mode in options.modes:
+                if mode == "no_grad" and tool in GRAD_ONLY:
+                    continue
+                print(f"  {model_name} / {tool} / {mode} ...", file=sys.stderr, flush=True)
+                results[model_name, mode, tool] = run_child(tool, model_name, mode, options)
+    report(results, models, tools)
+    if options.json:
+        options.json.write_text(json.dumps({" / ".join(key): value
+                                            for key, value in results.items()}, indent=1))
     return 0
 
 

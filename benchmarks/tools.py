@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
+import torch.utils._python_dispatch
 from torch.nn.modules import module as torch_module
 
-__all__ = ["TOOLS", "BENCH_MODELS"]
+__all__ = ["TOOLS", "BENCH_MODELS", "GRAD_ONLY"]
 
 Thunk = Callable[[], Any]
 
@@ -22,6 +23,23 @@ def torchgraphrec_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> 
     import torchgraphrec
 
     return lambda: torchgraphrec.record(model, args, kwargs).graph
+
+
+def torchgraphrec_flops_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    import torchgraphrec
+
+    return lambda: torchgraphrec.record(model, args, kwargs, flops=True).graph
+
+
+def flop_counter_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    """PyTorch's own FLOP counter around the forward, with its per-module table."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def run() -> Any:
+        with FlopCounterMode(display=False) as counter:
+            model(*args, **kwargs)
+        return counter.get_flop_counts()
+    return run
 
 
 def torchviz_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
@@ -70,31 +88,53 @@ def floor_global_hooks(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thu
     return run
 
 
-def floor_module_hooks(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
-    """No-op per-module pre/post hooks, registered and removed around every forward."""
+class _NoopMode(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+def floor_hooks_and_mode(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    """The no-op global hooks and a no-op torch-function mode: what recording every
+    module call and every torch-level call costs before it records anything."""
+    hooks = floor_global_hooks(model, args, kwargs)
+
     def run() -> Any:
-        handles = []
-        for module in model.modules():
-            handles.append(module.register_forward_pre_hook(_noop, with_kwargs=True))
-            handles.append(module.register_forward_hook(_noop, with_kwargs=True,
-                                                        always_call=True))
-        try:
+        with _NoopMode():
+            return hooks()
+    return run
+
+
+class _NoopDispatchMode(torch.utils._python_dispatch.TorchDispatchMode):
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+def floor_dispatch_mode(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    """A no-op dispatch mode around the forward: what seeing every ATen op costs (how
+    FLOPs are counted) before counting anything."""
+    def run() -> Any:
+        with _NoopDispatchMode():
             return model(*args, **kwargs)
-        finally:
-            for handle in handles:
-                handle.remove()
     return run
 
 
 TOOLS: dict[str, Callable[..., Thunk]] = {
     "torchgraphrec": torchgraphrec_capture,
-    "floor:global-hooks": floor_global_hooks,
-    "floor:module-hooks": floor_module_hooks,
+    "torchgraphrec+flops": torchgraphrec_flops_capture,
+    "flop_counter": flop_counter_capture,
+    "floor:hooks": floor_global_hooks,
+    "floor:hooks+mode": floor_hooks_and_mode,
+    "floor:dispatch": floor_dispatch_mode,
     "torchviz": torchviz_capture,
     "torchview": torchview_capture,
     "torchlens": torchlens_capture,
     "torchrecorder": torchrecorder_capture,
 }
+#: Measured with autograd on only: torchviz draws the autograd graph, and the FLOP
+#: targets are for a training forward.
+GRAD_ONLY = frozenset({"torchviz", "torchgraphrec+flops", "flop_counter", "floor:dispatch"})
 
 
 def _gpt2_small() -> Any:

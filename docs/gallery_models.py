@@ -6,7 +6,7 @@ Plain PyTorch for ResNet-50 and U-Net (torchvision cannot be installed beside th
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
@@ -142,11 +142,11 @@ def bert() -> Example:
     return BertModel(config).eval(), (), {"input_ids": _ids(1000)}
 
 
-def gpt2() -> Example:
+def gpt2(n_layer: int = 4, n_inner: Optional[int] = None) -> Example:
     from transformers import GPT2Config, GPT2Model
 
-    config = GPT2Config(vocab_size=1000, n_embd=64, n_layer=4, n_head=4, n_positions=64,
-                        bos_token_id=0, eos_token_id=0)
+    config = GPT2Config(vocab_size=1000, n_embd=64, n_layer=n_layer, n_head=4, n_positions=64,
+                        n_inner=n_inner, bos_token_id=0, eos_token_id=0)
     return GPT2Model(config).eval(), (), {"input_ids": _ids(1000)}
 
 

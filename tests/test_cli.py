@@ -138,11 +138,12 @@ def test_the_commands_shown_in_the_docs_run(tmp_path: Path, monkeypatch, capsys)
     page = (Path(__file__).parent.parent / "docs" / "cli.rst").read_text(encoding="utf-8")
     commands = [line.strip()[2:] for line in page.splitlines()
                 if line.strip().startswith("$ torchgraphrec ")]
-    assert len(commands) == 6
+    assert len(commands) == 8
     monkeypatch.chdir(tmp_path)
     for command in commands:
         assert main(shlex.split(command)[1:]) == 0, command
-    assert {"model.svg", "demo.html", "net.dot"} <= {p.name for p in tmp_path.iterdir()}
+    assert {"model.svg", "demo.html", "net.dot", "costs.svg", "diff.svg"} <= {
+        p.name for p in tmp_path.iterdir()}
 
 
 DIFF_FACTORIES = textwrap.dedent("""
@@ -187,8 +188,12 @@ def test_diff_exits_1_when_they_differ_and_writes_the_union(diff_file: Path, tmp
 
 @pytest.mark.parametrize("argv, match", [
     (["diff", "missing.json", "missing.json"], "No such file or directory"),
-    (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "-o", "x.svg"],
-     r"unknown format: '.svg' \(must be one of \['.json'\]"),
+    (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "-o", "x.graphml"],
+     r"unknown format for a diff: '.graphml' \(must be one of \['.dot', '.gv', '.html', "),
+    (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "-o", "x.bmp"],
+     r"unknown format: '.bmp' \(must be one of "),
+    (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "-o", "x.svg", "--theme",
+      "dark"], None),
     (["diff", "FILE:narrow", "FILE:wide"], "returned a model without inputs"),
     (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "--max-lines", "0"],
      "max_lines must be a whole number >= 1, got 0"),
@@ -196,6 +201,12 @@ def test_diff_exits_1_when_they_differ_and_writes_the_union(diff_file: Path, tmp
 def test_diff_exits_2_on_errors(argv, match, diff_file, tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     argv = [str(diff_file) + a[4:] if a.startswith("FILE") else a for a in argv]
+    if match is None:  # argparse's own usage errors
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 2
+        assert "invalid choice: 'dark'" in capsys.readouterr().err
+        return
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("torchgraphrec: error: ") and "\n" not in err
@@ -219,3 +230,58 @@ def test_diff_of_saved_recordings_never_imports_torch(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("same: ")
+
+
+#: How each drawing format of a diff begins.
+MAGIC = {".svg": b"<?xml", ".png": b"\x89PNG", ".pdf": b"%PDF", ".dot": b"digraph",
+         ".gv": b"digraph", ".html": b"<!DOCTYPE html>"}
+
+
+@pytest.mark.parametrize("suffix", sorted(MAGIC))
+def test_diff_draws_every_format(suffix: str, diff_file: Path, tmp_path: Path, capsys) -> None:
+    if suffix == ".pdf":
+        from torchgraphrec.render.engine import find_engines
+
+        if not any("pdf" in engine.formats for engine in find_engines()):
+            pytest.skip("neither system dot nor the [pdf] extra is installed")
+    out = tmp_path / f"diff{suffix}"
+    assert main(["diff", f"{diff_file}:narrow", f"{diff_file}:wide", "--input-shape", "2,4",
+                 "-o", str(out), "--depth", "all"]) == 1
+    assert out.read_bytes().lstrip()[:len(MAGIC[suffix])] == MAGIC[suffix]
+    assert "changed 0 Linear: out_features=8 -> 16" in capsys.readouterr().out
+    if suffix in (".dot", ".svg", ".html"):  # the marks are in the drawing's own text
+        text = out.read_text(encoding="utf-8")
+        assert "out_features=8 → 16" in text and "changed: old → new" in text
+
+
+def test_diff_draws_the_same_models_greyed(diff_file: Path, tmp_path: Path) -> None:
+    from torchgraphrec.render.theme import DEFAULT
+
+    out = tmp_path / "same.dot"
+    assert main(["diff", f"{diff_file}:narrow", f"{diff_file}:narrow", "--input-shape", "2,4",
+                 "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert DEFAULT.diff_node["same"]["fillcolor"] in text and "→ 16" not in text
+    for status in ("added", "removed", "changed"):
+        assert DEFAULT.diff_node[status]["fillcolor"] not in text
+
+
+def test_render_color_by_flops_records_the_flops(factory_file: Path, tmp_path: Path) -> None:
+    from torchgraphrec.render.theme import SCALE
+
+    out = tmp_path / "conv.svg"
+    assert main(["render", f"{factory_file}:model", "--input-shape", "1,3,8,8", "-o", str(out),
+                 "--color-by", "flops", "--show-costs"]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "forward FLOPs" in text and "costs: forward FLOPs" in text
+    # Conv2d(3, 4, 3) on 8×8 as PyTorch counts it: 2 × (4×6×6 outputs) × (3×3×3 inputs each)
+    assert f"{2 * 4 * 6 * 6 * 3 * 3 * 3 / 1000:.1f} kFLOPs" in text
+    assert f'fill="{SCALE[-1]}"' in text
+
+
+def test_render_show_costs_of_a_saved_recording_without_them(tmp_path: Path) -> None:
+    assert main(["demo", "-o", str(tmp_path)]) == 0
+    out = tmp_path / "plain.dot"
+    assert main(["render", str(tmp_path / "demo.json"), "-o", str(out), "--color-by",
+                 "flops"]) == 0
+    assert "legend" not in out.read_text(encoding="utf-8")  # nothing to colour by

@@ -10,7 +10,8 @@ NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 
 
 def test_there_are_notebooks() -> None:
-    assert {p.name for p in NOTEBOOKS} >= {"quickstart.ipynb", "transformer.ipynb", "probes.ipynb"}
+    assert {p.name for p in NOTEBOOKS} >= {"quickstart.ipynb", "transformer.ipynb", "probes.ipynb",
+                                         "costs.ipynb"}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -1,8 +1,9 @@
-"""The command line: ``torchgraphrec render|diff|demo|doctor``; parsing only, work done elsewhere.
+"""The command line: ``torchgraphrec render|diff|summary|demo|doctor``; parsing only, work done elsewhere.
 
 Errors are one line on stderr with exit status 1 (2 for usage errors; ``diff`` exits 0 when
 the models are the same, 1 when they differ and 2 on any error, as ``diff`` does).
-``--help``, ``render recording.json`` and ``diff a.json b.json`` never import torch.
+``--help``, ``render recording.json``, ``summary recording.json`` and ``diff a.json b.json``
+never import torch.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ def _add_render_options(parser: argparse.ArgumentParser) -> None:
                             help=f"draw the {kind} too")
     parser.add_argument("--no-ops", dest="include_ops", action="store_false",
                         help="leave out the ops that code runs between modules")
+    parser.add_argument("--show-costs", action="store_true",
+                        help="add a line with what each box and op cost: FLOPs (a model "
+                             "is then recorded counting them) and activations saved for "
+                             "the backward")
 
 
 def _add_input_options(parser: argparse.ArgumentParser) -> None:
@@ -65,11 +70,38 @@ def _add_diff(commands: Any) -> None:
     diff.add_argument("a", metavar="A", help="the old side")
     diff.add_argument("b", metavar="B", help="the new side")
     diff.add_argument("-o", "--output", type=Path, default=None,
-                      help="also write the union of both graphs, each node marked same, "
-                           "added, removed or changed (.json)")
+                      help="also draw the union of both graphs, added in green, removed in "
+                           "red, changed in amber, the rest greyed (.svg .png .pdf .dot "
+                           ".gv .html), or write it (.json)")
     _add_input_options(diff)
+    _add_render_options(diff)
     diff.add_argument("--max-lines", type=int, default=12, metavar="N",
                       help="longest summary printed, in lines after the first (default 12)")
+
+
+def _summary_depth(text: str) -> Any:
+    """``summary --depth``: a number >= 0 or ``all``."""
+    if text == "all":
+        return None
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"depth must be a number >= 0 or 'all', got {text!r}")
+    return int(text)
+
+
+def _add_summary(commands: Any) -> None:
+    summary = commands.add_parser(
+        "summary", help="print a model's module calls with shapes, parameters and costs",
+        description="TARGET is pkg.module:factory, file.py:factory or a recording saved as "
+                    ".json. Prints one row per module call: input and output shapes, "
+                    "parameters, FLOPs (with --flops), saved activations, times.")
+    summary.add_argument("target", metavar="TARGET")
+    _add_input_options(summary)
+    summary.add_argument("--flops", action="store_true",
+                         help="count FLOPs (by PyTorch's own formulas; slower)")
+    summary.add_argument("--backward", action="store_true",
+                         help="also record a backward pass (its FLOPs and time)")
+    summary.add_argument("--depth", type=_summary_depth, default=None,
+                         help="deepest level of module calls listed: a number or all (default)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -88,18 +120,24 @@ def _parser() -> argparse.ArgumentParser:
     _add_input_options(render)
     render.add_argument("--backward", action="store_true", help="also record a backward pass")
     _add_render_options(render)
+    render.add_argument("--color-by", default=None, metavar="NAME",
+                        help="colour by a cost (flops, saved_bytes, forward_ms, params...) or "
+                             "a probe statistic, with a legend; --color-by flops records "
+                             "the model counting FLOPs")
     _add_diff(commands)
     demo = commands.add_parser("demo", help="record a built-in small model and write every format")
     demo.add_argument("-o", "--output", required=True, type=Path, metavar="DIR",
                       help="folder to write the outputs into (created if missing)")
+    _add_summary(commands)
     commands.add_parser("doctor", help="show which layout engines were found and what they write")
     return parser
 
 
 def _render_options(options: argparse.Namespace) -> dict[str, Any]:
     names = ("depth", "rankdir", "theme", "engine", "fold_repeats", "include_tensors",
-             "include_params", "include_ops", "expand_leaves", "show_settings")
-    return {name: getattr(options, name) for name in names}
+             "include_params", "include_ops", "expand_leaves", "show_settings", "show_costs",
+             "color_by")
+    return {name: getattr(options, name) for name in names if hasattr(options, name)}
 
 
 def _render(options: argparse.Namespace) -> int:
@@ -118,9 +156,20 @@ def _diff(options: argparse.Namespace) -> int:
     from torchgraphrec.loader import parse_shape
 
     shapes = [parse_shape(text) for text in options.input_shape]
-    found = diff_targets((options.a, options.b), options.output, shapes, options.dtype)
+    found = diff_targets((options.a, options.b), options.output, shapes, options.dtype,
+                         _render_options(options))
     print(found.summary(max_lines=options.max_lines))
     return 1 if found else 0
+
+
+def _summary(options: argparse.Namespace) -> int:
+    from torchgraphrec.commands import summary_target
+    from torchgraphrec.loader import parse_shape
+
+    shapes = [parse_shape(text) for text in options.input_shape]
+    print(summary_target(options.target, shapes, options.dtype, flops=options.flops,
+                         backward=options.backward, depth=options.depth))
+    return 0
 
 
 def _demo(options: argparse.Namespace) -> int:
@@ -141,7 +190,8 @@ def _doctor(options: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     options = _parser().parse_args(argv)
-    handlers = {"render": _render, "diff": _diff, "demo": _demo, "doctor": _doctor}
+    handlers = {"render": _render, "diff": _diff, "summary": _summary, "demo": _demo,
+                "doctor": _doctor}
     try:
         return handlers[options.command](options)
     except Exception as exc:  # one clear line, not a traceback, for any failure

@@ -6,7 +6,8 @@ import platform
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-__all__ = ["load_graph", "render_target", "diff_targets", "doctor_report"]
+__all__ = ["load_graph", "needs_flops", "render_target", "diff_targets", "summary_target",
+           "doctor_report"]
 
 
 def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]], dtype: str) -> tuple:
@@ -22,9 +23,9 @@ def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]], dtype: str
 
 
 def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
-               backward: bool = False) -> Any:
+               backward: bool = False, flops: bool = False) -> Any:
     """The graph of a saved recording (``.json``: torch is not imported) or of one run of
-    the model a factory makes."""
+    the model a factory makes (counting its FLOPs with ``flops``)."""
     if target.endswith(".json"):
         from torchgraphrec.graph import from_json
 
@@ -32,33 +33,48 @@ def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str =
     from torchgraphrec.recorder import record
 
     model, inputs = _model_and_inputs(target, shapes, dtype)
-    return record(model, inputs, backward=backward).graph
+    return record(model, inputs, backward=backward, flops=flops).graph
+
+
+def needs_flops(options: dict[str, Any]) -> bool:
+    """Whether a drawing with ``options`` shows FLOPs, so that a model is recorded
+    counting them (``color_by="flops"``, ``show_costs``); counting costs time, so only then.
+
+    >>> needs_flops({"color_by": "flops"}), needs_flops({"show_costs": True}), needs_flops({})
+    (True, True, False)
+    """
+    return options.get("color_by") in ("flops", "backward_flops") or bool(
+        options.get("show_costs"))
 
 
 def render_target(target: str, output: Path, options: dict[str, Any],
                   shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
                   backward: bool = False) -> Path:
-    """Render a saved recording (``.json``: torch is not imported) or a model factory."""
+    """Render a saved recording (``.json``: torch is not imported) or a model factory
+    (recorded counting FLOPs where the drawing shows them)."""
     from torchgraphrec.render.write import write
 
-    return write(load_graph(target, shapes, dtype, backward), output, **options)
+    graph = load_graph(target, shapes, dtype, backward, needs_flops(options))
+    return write(graph, output, **options)
 
 
 def diff_targets(targets: Sequence[str], output: Optional[Path] = None,
-                 shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32") -> Any:
+                 shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
+                 options: Optional[dict[str, Any]] = None) -> Any:
     """The :class:`~torchgraphrec.GraphDiff` of two targets (saved recordings or
-    factories, each with the same inputs); with ``output`` (``.json``), also write its
-    union graph there."""
+    factories, each with the same inputs); with ``output``, also draw it there with the
+    drawing ``options`` (or write its union graph, ``.json``)."""
     from torchgraphrec.compare import diff
+    from torchgraphrec.compare.draw import FORMATS
+    from torchgraphrec.render.write import format_of
 
-    if output is not None and output.suffix.lower() != ".json":
-        raise ValueError(f"unknown format: {output.suffix or output.name!r} (must be one of "
-                         "['.json']; drawings of a diff are not written yet)")
-    found = diff(*(load_graph(target, shapes, dtype) for target in targets))
+    if output is not None and format_of(output) not in FORMATS:  # before recording anything
+        raise ValueError(f"unknown format for a diff: {format_of(output)!r} (must be one of "
+                         f"{list(FORMATS)})")
+    flops = needs_flops(options or {})
+    found = diff(*(load_graph(target, shapes, dtype, flops=flops) for target in targets))
     if output is not None:
-        from torchgraphrec.render.write import write
-
-        write(found.union, output)
+        found.render(output, **({} if format_of(output) == ".json" else options or {}))
     return found
 
 
@@ -79,3 +95,13 @@ def doctor_report() -> list[str]:
         except Exception as exc:  # the doctor reports, it does not fail
             lines.append(f"{fmt}: unavailable: {exc}")
     return lines
+
+
+def summary_target(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
+                   *, flops: bool = False, backward: bool = False,
+                   depth: Optional[int] = None) -> str:
+    """The summary table of a saved recording (``.json``: torch is not imported) or of
+    one run of the model a factory makes."""
+    from torchgraphrec.summary import summarize
+
+    return summarize(load_graph(target, shapes, dtype, backward, flops), depth)

@@ -166,8 +166,10 @@ class Recorder:
         :func:`torchgraphrec.load`."""
         return save(self.store, self.graph, folder)
 
-    def summary(self) -> str:
-        """A torchinfo-style table of the module calls, with scio's ``depth-idx`` labels and
+    def summary(self, depth: Optional[int] = None) -> str:
+        """A torchinfo-style table of the module calls down to ``depth`` (see
+        :meth:`Recording.summary <torchgraphrec.Recording.summary>`), labelled with the
+        ``depth-idx`` labels probes select by (:func:`torchgraphrec.select.label`), and
         what the probes record where."""
         named = {qualname: label for label, qualname in select_labels(self.model).items()}
         recording: dict[str, list[str]] = {}
@@ -175,7 +177,7 @@ class Recorder:
             for module_index, probes in self._engine.by_module.items():
                 recording[self._engine.table.qualnames[module_index]] = [
                     f"{p.site}: {', '.join(k.name for k in p.keepers)}" for p in probes]
-        return summarize(self.graph, named, recording)
+        return summarize(self.graph, depth, named, recording)
 
     @property
     def recording(self) -> Recording:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import networkx as nx
 
@@ -49,11 +49,61 @@ class Recording:
 
         return write_atomic(path, to_html(self.graph, **options).encode())
 
-    def summary(self) -> str:
-        """A torchinfo-style table of the module calls (labels, types, shapes, parameters)."""
+    def summary(self, depth: Optional[int] = None) -> str:
+        """A torchinfo-style table: one row per module call down to ``depth`` (all with
+        ``None``), indented, with torchinfo's ``depth-idx`` labels, input and output shapes,
+        parameters and their share, and what was recorded of FLOPs, saved activations and
+        forward and backward time; a footer with the totals (each parameter counted once).
+
+        Raises ``ValueError`` for a negative ``depth``.
+
+        >>> import torch, torchgraphrec as tgr
+        >>> model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+        >>> text = tgr.record(model, torch.randn(2, 8), flops=True).summary()
+        >>> print(text)  # doctest: +ELLIPSIS
+        Layer (type (name): depth-idx)  Input shape  Output shape  Params  Params %      FLOPs  Saved  Forward
+        ------------------------------------------------------------------------------------------------------
+        Sequential                      2×8          2×4               --        --  128 FLOPs   32 B  ...
+          Linear (0): 1-1               2×8          2×4               36   100.00%  128 FLOPs     --  ...
+          ReLU (1): 1-2                 2×4          2×4               --        --         --   32 B  ...
+        ------------------------------------------------------------------------------------------------------
+        Total params: 36
+        Trainable params: 36
+        Non-trainable params: 0
+        Total FLOPs: 128 FLOPs forward
+        Saved activations: 32 B
+        Input size: 64 B
+        Params size: 144 B
+        3 module calls in Sequential
+        """
         from torchgraphrec.summary import summarize
 
-        return summarize(self.graph)
+        return summarize(self.graph, depth)
+
+    def costs(self, depth: Optional[int] = None) -> Any:
+        """The summary's rows as a pandas DataFrame, one row per module call down to
+        ``depth``, with plain columns for sorting and plotting: ``node``, ``label``,
+        ``name``, ``qualname``, ``type``, ``depth``, ``call_index``, ``first_call``,
+        ``input_shapes`` and ``output_shapes`` (text), ``params`` and ``trainable_params``
+        (nested ones included), ``params_counted`` and ``trainable_counted`` (each
+        parameter once: these sum to the totals), ``param_bytes``, ``output_bytes``, and as
+        far as recorded ``flops``, ``backward_flops``, ``saved_bytes`` (inclusive of the
+        calls inside), ``forward_ms``, ``self_ms``, ``backward_ms``.
+
+        Raises ``ImportError`` when pandas is not installed.
+
+        >>> import torch, torchgraphrec as tgr
+        >>> model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+        >>> frame = tgr.record(model, torch.randn(2, 8), flops=True).costs()
+        >>> frame[["qualname", "type", "params", "flops", "saved_bytes"]]
+          qualname        type  params  flops  saved_bytes
+        0           Sequential      36    128           32
+        1        0      Linear      36    128            0
+        2        1        ReLU       0      0           32
+        """
+        from torchgraphrec.costframe import costs_frame
+
+        return costs_frame(self.graph, depth)
 
     def _repr_html_(self) -> str:
         """The interactive report in an ``<iframe srcdoc>`` (see :mod:`torchgraphrec.jupyter`)."""

@@ -116,7 +116,8 @@ Costs
       beside the recorded time.
     * ``bytes`` (int) on tensor and param nodes: ``numel`` times the element size;
       ``output_bytes`` and ``param_bytes`` (int) on layers: what a call returned, and its
-      module's parameters (nested ones included).
+      module's parameters (nested ones included); ``trainable_params`` (int) on layers: the
+      elements of ``num_params`` that require grad.
 """
 
 from __future__ import annotations
@@ -288,7 +289,8 @@ _COSTS: Mapping[str, Check] = {
 #: Attributes a node may have, by kind, checked where present.
 OPTIONAL_NODE_ATTRS: Mapping[str, Mapping[str, Check]] = {
     NodeKind.LAYER.value: {**_BACKWARD_TIMES, **_COSTS, "collapsed": _is_count,
-                           "output_bytes": _is_count, "param_bytes": _is_count},
+                           "output_bytes": _is_count, "param_bytes": _is_count,
+                           "trainable_params": _is_count},
     NodeKind.TENSOR.value: {"name": _is_str, "nested": _is_bool, "bytes": _is_count},
     NodeKind.PARAM.value: {"bytes": _is_count},
     NodeKind.OP.value: {**_BACKWARD_TIMES, **_COSTS, "shape": _is_shape, "dtype": _is_str},

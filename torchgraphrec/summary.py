@@ -1,52 +1,130 @@
-"""A torchinfo-style table of module calls: labels, types, shapes, parameters, what is recorded."""
+"""A torchinfo-style table of module calls: shapes, parameters, FLOPs, saved activations, times."""
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import networkx as nx
 
-from torchgraphrec.render.labels import shape_text
+from torchgraphrec.calltable import Row, call_rows, totals
+from torchgraphrec.units import cost_text
 
 __all__ = ["summarize"]
 
-HEADERS = ("Label", "Module", "Type", "Calls", "Output shape", "Params", "Recording")
+Column = tuple[str, Callable[[Row], str], bool]  # header, cell, right-aligned
 
 
-def _graph_labels(firsts: Sequence[tuple[str, dict]]) -> dict[str, str]:
-    counts: dict[int, int] = {}
-    labels = {}
-    for node, attrs in firsts:
-        if attrs["qualname"]:
-            counts[attrs["depth"]] = counts.get(attrs["depth"], 0) + 1
-            labels[attrs["qualname"]] = f"{attrs['depth']}-{counts[attrs['depth']]}"
-    return labels
+def _layer(row: Row) -> str:
+    """``Conv2d (0): 2-1`` indented by depth, as torchinfo names a row."""
+    if not row["qualname"] and row["depth"] == 0:  # the model, as torchinfo names it
+        return row["type"] + (f" #{row['call_index']}" if row["call_index"] else "")
+    name = row["name"] + (f"#{row['call_index']}" if row["call_index"] else "")
+    label = f": {row['label']}" if row["label"] else ""
+    return "  " * row["depth"] + f"{row['type']} ({name}){label}"
 
 
-def summarize(graph: nx.DiGraph, labels: Optional[Mapping[str, str]] = None,
+def _params(row: Row) -> str:
+    """The parameters the row adds, torchinfo's way: ``--`` for none, ``(n)`` when none
+    of them trains, ``(recursive)`` on a module's later calls (counted at its first)."""
+    if not row["first_call"] and row["params"]:
+        return "(recursive)"
+    counted = row["params_counted"]
+    if not counted:
+        return "--"
+    return f"({counted:,})" if row["trainable_counted"] == 0 else f"{counted:,}"
+
+
+def _percent(total: int) -> Callable[[Row], str]:
+    def cell(row: Row) -> str:
+        counted = row["params_counted"]
+        return f"{100 * counted / total:.2f}%" if counted and total else "--"
+    return cell
+
+
+def _cost(name: str) -> Callable[[Row], str]:
+    # zero FLOPs or bytes as "--", as torchinfo shows them: the eye finds the real costs
+    zero = "--" if name.endswith(("flops", "bytes")) else None
+
+    def cell(row: Row) -> str:
+        value = row.get(name)
+        if value is None:
+            return "--"
+        return zero if zero and value == 0 else cost_text(value, name)
+    return cell
+
+
+def _columns(graph: nx.DiGraph, rows: Sequence[Row], total: int,
+             recording: Mapping[str, Sequence[str]]) -> list[Column]:
+    """The columns this recording can fill: costs only where they were recorded."""
+    columns: list[Column] = [
+        ("Layer (type (name): depth-idx)", _layer, False),
+        ("Input shape", lambda row: row["input_shapes"], False),
+        ("Output shape", lambda row: row["output_shapes"], False),
+        ("Params", _params, True), ("Params %", _percent(total), True)]
+    costs = [("flops", "FLOPs"), ("backward_flops", "Backward FLOPs"),
+             ("saved_bytes", "Saved"), ("forward_ms", "Forward"), ("backward_ms", "Backward")]
+    columns += [(header, _cost(name), True) for name, header in costs
+                if any(name in row for row in rows)]
+    if recording:
+        columns.append(("Recording", lambda row: "; ".join(recording.get(row["qualname"], ())),
+                        False))
+    return columns
+
+
+def _footer(graph: nx.DiGraph, found: Mapping[str, Any]) -> list[str]:
+    lines = [f"Total params: {found['params']:,}"]
+    if found["trainable_params"] is not None:
+        lines += [f"Trainable params: {found['trainable_params']:,}",
+                  f"Non-trainable params: {found['params'] - found['trainable_params']:,}"]
+    if "flops" in found:
+        backward = found.get("backward_flops")
+        lines.append(f"Total FLOPs: {cost_text(found['flops'], 'flops')} forward"
+                     + (f", {cost_text(backward, 'flops')} backward" if backward else ""))
+    if "saved_bytes" in found:
+        lines.append(f"Saved activations: {cost_text(found['saved_bytes'], 'bytes')}")
+    lines.append(f"Input size: {cost_text(found['input_bytes'], 'bytes')}")
+    if found["param_bytes"] is not None:
+        lines.append(f"Params size: {cost_text(found['param_bytes'], 'bytes')}")
+    lines.append(f"{found['calls']} module calls in {graph.graph.get('model', '?')}")
+    return lines
+
+
+def summarize(graph: nx.DiGraph, depth: Optional[int] = None,
+              labels: Optional[Mapping[str, str]] = None,
               recording: Optional[Mapping[str, Sequence[str]]] = None) -> str:
-    """One row per module, at its first call, in call order.
+    """One row per module call, in call order, down to ``depth`` (all with ``None``).
 
-    ``labels`` maps qualnames to ``depth-idx`` labels (by default numbered in call order);
-    ``recording`` maps qualnames to what probes record there (``"grad_output: rms"``).
+    ``labels`` maps qualnames to ``depth-idx`` labels (by default torchinfo's: numbered in
+    call order per depth); ``recording`` maps qualnames to what probes record there
+    (``"grad_output: rms"``). The footer's totals count each parameter once.
+
+    >>> g = nx.DiGraph(model="Net")
+    >>> g.add_node("layer:#0", kind="layer", qualname="", type="Net", depth=0, seq=0,
+    ...            parent=None, call_index=0, num_params=1200, trainable_params=1200,
+    ...            inputs=(), outputs=(), forward_ms=2.5)
+    >>> print(summarize(g))
+    Layer (type (name): depth-idx)  Input shape  Output shape  Params  Params %  Forward
+    ------------------------------------------------------------------------------------
+    Net                             -            -              1,200   100.00%   2.5 ms
+    ------------------------------------------------------------------------------------
+    Total params: 1,200
+    Trainable params: 1,200
+    Non-trainable params: 0
+    Input size: 0 B
+    1 module calls in Net
     """
-    layers = [(n, a) for n, a in graph.nodes(data=True) if a["kind"] == "layer"]
-    calls: dict[str, int] = {}
-    for _, attrs in layers:
-        calls[attrs["qualname"]] = calls.get(attrs["qualname"], 0) + 1
-    firsts = [(n, a) for n, a in layers if a["call_index"] == 0]
-    labels = labels or _graph_labels(firsts)
-    rows = []
-    for _, attrs in firsts:
-        outputs = [shape_text(graph.nodes[t]["shape"]) for t in attrs["outputs"] if t in graph]
-        name = "  " * attrs["depth"] + (attrs["qualname"] or "(root)")
-        rows.append((labels.get(attrs["qualname"], ""), name, attrs["type"],
-                     str(calls[attrs["qualname"]]), ", ".join(outputs) or "-",
-                     f"{attrs['num_params']:,}", "; ".join((recording or {}).get(attrs["qualname"], ()))))
-    widths = [max(len(row[i]) for row in [HEADERS, *rows]) for i in range(len(HEADERS))]
-    line = lambda row: "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()  # noqa: E731
-    rule = "-" * len(line(HEADERS))
-    roots = [a for _, a in firsts if a["qualname"] == ""] or [a for _, a in firsts][:1]
-    total = roots[0]["num_params"] if roots else 0
-    footer = f"{len(layers)} module calls, {total:,} parameters in {graph.graph.get('model', '?')}"
-    return "\n".join([line(HEADERS), rule, *map(line, rows), rule, footer])
+    if depth is not None and (not isinstance(depth, int) or depth < 0):
+        raise ValueError(f"depth must be None or an int >= 0, got {depth!r}")
+    rows = call_rows(graph, depth, labels)
+    found = totals(graph)
+    columns = _columns(graph, rows, found["params"], recording or {})
+    cells = [[cell(row) for _, cell, _ in columns] for row in rows]
+    headers = [header for header, _, _ in columns]
+    widths = [max(len(line[i]) for line in [headers, *cells]) for i in range(len(columns))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(value.rjust(width) if right else value.ljust(width)
+                         for value, width, (_, _, right) in zip(values, widths, columns)).rstrip()
+
+    rule = "-" * max(len(line(headers)), *(len(line(row)) for row in cells))
+    return "\n".join([line(headers), rule, *map(line, cells), rule, *_footer(graph, found)])

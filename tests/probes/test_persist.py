@@ -25,15 +25,20 @@ def recorder() -> tgr.Recorder:
 
 
 def test_summary_lists_labels_shapes_params_and_recording(recorder) -> None:
-    text = recorder.summary()
-    lines = text.splitlines()
-    assert lines[0].split() == ["Label", "Module", "Type", "Calls", "Output", "shape", "Params",
-                                "Recording"]
-    stem = next(line for line in lines if line.split()[1:2] == ["stem.0"])
-    assert stem.split()[:6] == ["2-1", "stem.0", "Conv2d", "2", "2×16×16×16", "432"]
-    assert stem.endswith("grad_output: rms, cosine")
-    assert lines[-1] == "76 module calls, 19,322 parameters in ResNetLike"
-    assert "(root)" in tgr.record(*fresh("mlp")).summary()
+    lines = recorder.summary().splitlines()
+    assert lines[0].split()[:6] == ["Layer", "(type", "(name):", "depth-idx)", "Input", "shape"]
+    assert lines[0].split()[-1] == "Recording"
+    first, again = (line for line in lines if line.split()[:2] in (["Conv2d", "(0):"],
+                                                                   ["Conv2d", "(0#1):"]))
+    # the labels probes select by (S.label), the parameters counted at the first call
+    assert first.split()[2:6] == ["2-1", "2×3×16×16", "2×16×16×16", "432"]
+    assert again.split()[2:6] == ["2-1", "2×3×16×16", "2×16×16×16", "(recursive)"]
+    assert first.endswith("grad_output: rms, cosine") and again.endswith("rms, cosine")
+    assert "Total params: 19,322" in lines
+    assert lines[-1] == "76 module calls in ResNetLike"
+    assert lines[2].split()[0] == "ResNetLike"
+    assert any(line.startswith("ResNetLike #1 ") for line in lines)
+    assert tgr.record(*fresh("mlp")).summary().splitlines()[2].startswith("Sequential ")
 
 
 def test_save_and_load_round_trip(recorder, tmp_path) -> None:

@@ -7,8 +7,10 @@ from importlib import resources
 from typing import Any
 
 import pytest
+import torch
 
 import torchgraphrec as tgr
+from compare.cases import gpt2, recorded, train_and_eval
 from helpers import fresh
 from torchgraphrec.render.describe import describe
 from torchgraphrec.render.dot import to_dot
@@ -68,3 +70,33 @@ def test_composer_writes_to_dots_bytes(composer: Any, name: str) -> None:
     composed = composer(description, [_state(o) for o in options])
     for option, dot in zip(options, composed):
         assert dot == to_dot(graph, **vars(option)), (name, option)
+
+
+def _same_as_to_dot(composer: Any, graph: Any, states: tuple[dict[str, Any], ...],
+                    **fixed: Any) -> None:
+    description = describe(graph, replace(RenderOptions(), **fixed))
+    options = [_options({**fixed, **state}) for state in states]
+    composed = composer(description, [_state(o) for o in options])
+    for option, dot in zip(options, composed):
+        assert dot == to_dot(graph, **vars(option)), option
+
+
+def test_cost_lines_and_their_legend_are_to_dots(composer: Any) -> None:
+    graph = tgr.record(*fresh("resnet_like"), backward=True, flops=True).graph
+    _same_as_to_dot(composer, graph, STATES, show_costs=True)
+
+
+DIFFS = {
+    "widened": lambda: (recorded(width=16), recorded(width=32)),
+    "added block": lambda: (recorded(blocks=1), recorded(blocks=2)),
+    "removed dropout": lambda: (recorded(), recorded(dropout=False)),
+    "changed activation": lambda: (recorded(), recorded(act=torch.nn.GELU)),
+    "train and eval": train_and_eval,
+    "gpt2 2 and 3 layers": lambda: (gpt2(2), gpt2(3)),
+}
+
+
+@pytest.mark.parametrize("name", DIFFS)
+def test_a_diffs_marks_are_to_dots(composer: Any, name: str) -> None:
+    union = tgr.diff(*DIFFS[name]()).union
+    _same_as_to_dot(composer, union, STATES)

@@ -141,10 +141,14 @@ def test_a_diff_report_carries_both_sides() -> None:
     status = dict(zip(drawing["ids"], drawing["status"]))
     assert status["layer:1#0"] == "changed" and status["op:gelu#1"] == "added"
     assert status["op:relu#1"] == "removed"
-    # side A's labels are A's: the first Linear 4→8 with 40 params, the activation a ReLU
-    old_boxes = {drawing["ids"][int(i)]: form for i, form in drawing["old"]["box"].items()}
-    assert "4→8" in old_boxes["layer:0#0"][0] and "40 params" in old_boxes["layer:0#0"][0]
-    assert "ReLU" in old_boxes["layer:1#0"][0]
+    # both: the DOT writer's marks; side A drawn plain with A's labels, side B with B's
+    first = drawing["ids"].index("layer:0#0")
+    assert "out_features=8 → 16" in drawing["own"][first]  # old → new
+    assert drawing["mark"]["box"][first] == "changed"
+    side_a, side_b = drawing["sides"]["a"]["own"][first], drawing["sides"]["b"]["own"][first]
+    assert "4→8" in side_a and "40 params" in side_a and "4→16" not in side_a
+    assert "4→16" in side_b and "4→8" not in side_b
+    assert "ReLU" in drawing["sides"]["a"]["own"][drawing["ids"].index("layer:1#0")]
 
 
 def test_notebook_display_never_imports_ipython() -> None:

@@ -31,9 +31,11 @@ def build_graph(events: Events, table: ModuleTable, namer: Namer, ops: str, *,
     calls = [call for call in events.calls if call.node_id]
     num_params = table.all_num_params() if calls else []
     param_bytes = table.all_num_params(in_bytes=True) if calls else []
+    trainable = table.all_num_params(trainable=True) if calls else []
     for call in calls:
         call.attrs["num_params"] = num_params[call.module]
         call.attrs["param_bytes"] = param_bytes[call.module]
+        call.attrs["trainable_params"] = trainable[call.module]
     nodes = [(call.node_id, call.attrs) for call in calls]
     nodes += events.nodes
     nodes += _params(events, table, namer)

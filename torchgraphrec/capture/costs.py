@@ -100,6 +100,15 @@ _METADATA = {aten.sym_is_contiguous.default, aten.is_contiguous.default,
              torch.ops.prim.layout.default}
 
 
+def _decomposable(func: Any) -> bool:
+    """Whether ``func.decompose`` can do anything (as ``OpOverload.decompose`` decides)."""
+    if func is torch.ops.prim.device.default:
+        return False
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    return key in getattr(func, "py_kernels", {}) or \
+        torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), key)
+
+
 class FlopMode(TorchDispatchMode):
     """Counts the FLOPs of every ATen call below the recorded ops, as
     ``torch.utils.flop_counter.FlopCounterMode`` counts them (an op without a formula is
@@ -111,6 +120,7 @@ class FlopMode(TorchDispatchMode):
     def __init__(self, add: Callable[[int], None]) -> None:
         super().__init__()
         self.add = add
+        self._decomposable: dict[Any, bool] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: Optional[dict] = None) -> Any:
@@ -119,7 +129,11 @@ class FlopMode(TorchDispatchMode):
             return NotImplemented
         if isinstance(func, torch._ops.HigherOrderOperator):
             return NotImplemented
-        if func is not torch.ops.prim.device.default:
+        decomposable = self._decomposable.get(func)
+        if decomposable is None:
+            decomposable = self._decomposable[func] = _decomposable(func)
+        # entering the mode again costs more than most kernels: only where it decomposes
+        if decomposable:
             with self:
                 decomposed = func.decompose(*args, **kwargs)
             if decomposed is not NotImplemented:
@@ -130,6 +144,10 @@ class FlopMode(TorchDispatchMode):
             if count:
                 self.add(count)
         return out
+
+
+_PYTHON_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | \
+    torch._C.DispatchKeySet(torch._C.DispatchKey.PythonTLSSnapshot)
 
 
 class SavedBytes:
@@ -172,7 +190,10 @@ class SavedBytes:
             self.add(storage.nbytes())
         if self._outer is not None:
             return self._outer[0](tensor)
-        return tensor.detach()  # holding the tensor itself would make a reference cycle
+        # holding the tensor itself would make a reference cycle; the detach is the
+        # recorder's own, which no dispatch mode (its own FLOP mode, a user's) should see
+        with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEYS):
+            return tensor.detach()
 
     def _unpack(self, packed: Any) -> torch.Tensor:
         if self._outer is not None:

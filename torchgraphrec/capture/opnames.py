@@ -100,8 +100,15 @@ class _TensorMark:
 TENSOR = _TensorMark()
 
 
+#: Types whose text is their ``repr`` (floats: the shortest text that reads back the same).
+_REPR_TYPES = frozenset({int, float, bool, str, type(None)})
+
+
 def _value_text(value: Any) -> str:
-    if isinstance(value, (torch.Tensor, _TensorMark)):
+    kind = type(value)
+    if kind in _REPR_TYPES:  # the usual arguments first: this runs for every op
+        return repr(value)
+    if kind is _TensorMark or isinstance(value, torch.Tensor):
         return "t"
     if isinstance(value, float):
         return repr(value)  # the shortest text that reads back the same: 0.1, 4.0, 1e-05
@@ -123,7 +130,12 @@ def _value_text(value: Any) -> str:
 
 
 def _is_tensor_only(value: Any) -> bool:
-    if isinstance(value, (torch.Tensor, _TensorMark)):
+    kind = type(value)
+    if kind is _TensorMark:
+        return True
+    if kind in _REPR_TYPES:
+        return False
+    if isinstance(value, torch.Tensor):
         return True
     return isinstance(value, (tuple, list)) and bool(value) and all(
         isinstance(item, (torch.Tensor, _TensorMark)) for item in value)

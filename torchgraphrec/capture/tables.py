@@ -88,12 +88,13 @@ class ModuleTable:
         """The index of the module named ``qualname``, if there is one."""
         return self._by_qualname.get(qualname)
 
-    def all_num_params(self, in_bytes: bool = False) -> list[int]:
+    def all_num_params(self, in_bytes: bool = False, trainable: bool = False) -> list[int]:
         """How many parameter elements (or, ``in_bytes``, bytes) each module holds now,
-        nested ones included, by index; a lazy parameter not yet materialized counts 0."""
+        nested ones included, by index (with ``trainable``, only those that require grad);
+        a lazy parameter not yet materialized counts 0."""
         totals = [0] * len(self.modules)
         for owner, param in self._params:
-            if not is_lazy(param):
+            if not is_lazy(param) and (param.requires_grad or not trainable):
                 totals[owner] += param.numel() * (param.element_size() if in_bytes else 1)
         # named_modules() lists every module after the one it was found in: sum bottom-up
         for index in range(len(totals) - 1, 0, -1):

@@ -86,6 +86,46 @@ class GraphDiff:
             raise ValueError(f"not a layer call of the diff's union graph: {layer!r}")
         return attrs["diff_inside"]
 
+    def render(self, path: Any, **options: Any) -> Path:
+        """Draw the :attr:`union` of both recordings to ``path``, in the format its suffix
+        names (``.svg``, ``.png``, ``.pdf``, ``.dot``/``.gv``; ``.html`` the interactive
+        report, every depth drawn so; ``.json`` writes the union itself), with the options
+        of :meth:`Recording.render <torchgraphrec.Recording.render>` (``depth``,
+        ``theme``, ``show_costs``...; not ``color_by``).
+
+        Added nodes are green and marked ``+``, removed ones red, dashed and marked ``−``,
+        nodes changed in themselves amber with ``old → new`` on their label, and nodes
+        only affected (by something under them, or by shapes that follow a change
+        elsewhere) outlined in amber; the rest is greyed out; edges added or removed are
+        green or red and dashed. A call whose subtree differs is marked at every depth, so
+        ``depth=1`` still shows where to look. A legend names each status drawn. The paper
+        theme says the same in greyscale, with thick, dashed, double and dotted lines.
+
+        Returns:
+            The path written.
+
+        Raises:
+            ValueError: an unknown suffix, or ``color_by`` (the colours say what changed).
+
+        >>> import networkx as nx
+        >>> from torchgraphrec.schema import SCHEMA_VERSION
+        >>> def recorded(width):
+        ...     g = nx.DiGraph(schema_version=SCHEMA_VERSION, model="M", torch_version="2.13",
+        ...                    ops="torch")
+        ...     g.add_node("param:w", kind="param", label="w", parent=None, depth=0, seq=0,
+        ...                qualname="w", shape=(width, 4), dtype="float32",
+        ...                requires_grad=True, buffer=False)
+        ...     return g
+        >>> from torchgraphrec.render.dot import to_dot
+        >>> found = diff(recorded(8), recorded(16))
+        >>> dot = to_dot(found.union, include_params=True)  # found.render("d.dot", ...) writes it
+        >>> "16×4" in dot and "8×4 → 16×4" in dot
+        True
+        """
+        from torchgraphrec.compare.draw import render_diff
+
+        return render_diff(self, path, **options)
+
     def summary(self, *, max_lines: int = 12) -> str:
         """A few lines a person reads in ten seconds: what was added, removed and changed,
         grouped by module, biggest changes first; see

@@ -6,6 +6,8 @@ receives each element's DOT fragments in every form it can take (a box, a cluste
 folds them, and the leaf-level edges; its composer (``templates/compose.js``) only picks a
 form per element for the state the reader chose and lifts edges to what is drawn. For the
 states a static drawing can express, it writes the same DOT as :func:`~torchgraphrec.to_dot`.
+A diff's union also carries its marks (each element's status in either form, the edges'
+styles, the legend's rows) and the plain forms of either side.
 """
 
 from __future__ import annotations
@@ -15,20 +17,26 @@ from typing import Any, Optional
 
 import networkx as nx
 
-from torchgraphrec.render.dot import _TITLE_GAP, _DotWriter
+from torchgraphrec.render.dot import _TITLE_GAP, _attrs, _DotWriter
 from torchgraphrec.render.folding import FoldedRun
 from torchgraphrec.render.labels import css_class
+from torchgraphrec.render.legend import legend_lines, text_row
+from torchgraphrec.render.marks import is_diff, styled
 from torchgraphrec.render.metrics import text_width
 from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.passthrough import wire_pass_through
 from torchgraphrec.render.runs import find_all_runs
-from torchgraphrec.render.texts import cluster_text
+from torchgraphrec.render.scale import TITLES, value_of
+from torchgraphrec.render.sides import old_side, plain
+from torchgraphrec.render.texts import cost_names
 from torchgraphrec.render.view import View, build_view
 
-__all__ = ["describe", "opening_depth", "KIND_LETTERS"]
+__all__ = ["describe", "opening_depth", "KIND_LETTERS", "STATUSES"]
 
 #: One letter per drawn kind; ``M`` is a tensor the model received or returned.
 KIND_LETTERS = {"layer": "L", "tensor": "T", "param": "P", "op": "O"}
+#: A diff's statuses of drawn elements, in the order its legend lists them.
+STATUSES = ("added", "removed", "changed", "inside", "same")
 
 
 def opening_depth(graph: nx.DiGraph, options: RenderOptions) -> Optional[int]:
@@ -43,43 +51,87 @@ def opening_depth(graph: nx.DiGraph, options: RenderOptions) -> Optional[int]:
 
 
 class _Describer:
-    """Writes the description of one graph under one set of options."""
+    """Writes the fragments of one graph under one set of options. Layers are written as
+    boxes by a writer that sees every layer drawn as a box, and as clusters by one that
+    sees none so: a diff marks a box by what changed inside it, a cluster by itself."""
 
     def __init__(self, graph: nx.DiGraph, options: RenderOptions) -> None:
         self.options = replace(options, color_by=None)  # the page colours by itself
         self.graph = wire_pass_through(graph)
         self.order = sorted(self.graph.nodes, key=lambda n: self.graph.nodes[n]["seq"])
         self.index = {node: i for i, node in enumerate(self.order)}
-        self.view = View(self.graph, self.graph, None)
-        for node in self.order:
-            attrs = self.graph.nodes[node]
-            self.view.parent[node] = None if attrs.get("role") == "output" else attrs["parent"]
-        self.writer = _DotWriter(self.view, self.options)
-        self.writer.scale = None
         self.children: dict[Optional[str], list[str]] = {}
         for node in self.order:
             self.children.setdefault(self.graph.nodes[node]["parent"], []).append(node)
+        self.views = [self._view([]), self._view([n for n in self.order
+                                                  if self.graph.nodes[n]["kind"] == "layer"])]
+        self.writer, self.boxes = (self._writer(view) for view in self.views)
+
+    def _view(self, boxes: list[str]) -> View:
+        view = View(self.graph, self.graph, None, nodes=boxes)
+        for node in self.order:
+            attrs = self.graph.nodes[node]
+            view.parent[node] = None if attrs.get("role") == "output" else attrs["parent"]
+        return view
+
+    def _writer(self, view: View) -> _DotWriter:
+        writer = _DotWriter(view, self.options)
+        writer.scale = None
+        return writer
 
     def head(self) -> str:
-        empty = _DotWriter(View(self.graph, self.graph, None), self.options).write().source
+        drawn = plain(self.graph)  # a diff's legend would follow the head: it is the page's
+        empty = _DotWriter(View(drawn, drawn, None), self.options).write().source
         return empty[:empty.rindex("}")]
 
     def title_width(self, cluster: str) -> float:
         """Points a cluster's title needs left of its entry node (see the DOT writer)."""
         theme = self.options.style
-        size = float((theme.repeat_cluster if cluster in self.view.groups
+        size = float((theme.repeat_cluster if cluster in self.writer.view.groups
                       else theme.cluster).get("fontsize", "11"))
         font = theme.graph.get("fontname", "Helvetica")
-        return text_width(cluster_text(self.view, cluster)[0], font, size) + _TITLE_GAP
+        lines = self.writer._cluster_lines(cluster)[0]
+        return max(text_width(line, font, size) for line in lines) + _TITLE_GAP
 
     def forms(self, node: str) -> dict[str, Any]:
-        """A node's box form (own attributes, width) and, for a call with children, its
-        cluster form (attributes, title width)."""
-        own, extra, _ = self.writer.node_parts(node)
-        found: dict[str, Any] = {"own": own, "extra": extra, "width": self.writer.widths[node]}
-        if self.graph.nodes[node]["kind"] == "layer" and self.children.get(node):
+        """A node's box form (own attributes, style, width) and, for a call with children,
+        its cluster form (attributes, title width)."""
+        is_layer = self.graph.nodes[node]["kind"] == "layer"
+        writer = self.boxes if is_layer else self.writer
+        own, themed, extra, _ = writer.node_parts(node)
+        found: dict[str, Any] = {"own": own, "themed": themed, "extra": extra,
+                                 "width": writer.widths[node]}
+        if is_layer and self.children.get(node):
             found["cluster"] = self.writer._cluster_attrs(node)  # the writer's own text
             found["title"] = self.title_width(node)
+        return found
+
+    def run_forms(self, run: FoldedRun) -> dict[str, Any]:
+        """The ``× N`` forms of a run: the first call as a box and as a cluster (one call
+        a repeat), or the group cluster around the first repeat (several)."""
+        first = run.calls[0][0]
+        if len(run.calls[0]) > 1:
+            group = f"group:{first}"
+            self.writer.view.groups[group] = len(run.calls)
+            found = {"group": self.writer._cluster_attrs(group), "title": self.title_width(group)}
+            del self.writer.view.groups[group]
+            return found
+        for view in self.views:
+            view.repeats[first], view.last[first] = len(run.calls), run.calls[-1][0]
+        found = self.forms(first)
+        for view in self.views:
+            del view.repeats[first], view.last[first]
+        return found
+
+    def form_arrays(self, runs: list[FoldedRun]) -> dict[str, Any]:
+        """Every node's forms as arrays indexed by node number, and every run's."""
+        forms = [self.forms(node) for node in self.order]
+        found = {key: [f[key] for f in forms] for key in ("own", "extra", "width")}
+        found["cluster"] = {i: f["cluster"] for i, f in enumerate(forms) if "cluster" in f}
+        found["title"] = {i: f["title"] for i, f in enumerate(forms) if "title" in f}
+        found["runs"] = [self.run_forms(run) for run in runs]
+        if self.writer.marks is not None:
+            found["themed"] = [f["themed"] for f in forms]
         return found
 
     def needs(self, node: str) -> int:
@@ -110,51 +162,71 @@ class _Describer:
                 and graph.nodes[n]["role"] != "input" and graph.nodes[n]["parent"] is not None
                 and set(graph.predecessors(n)) <= {graph.nodes[n]["parent"]}]
 
-    def run_forms(self, run: FoldedRun) -> dict[str, Any]:
-        """The ``× N`` forms of a run: the first call as a box and as a cluster (one call
-        a repeat), or the group cluster around the first repeat (several)."""
-        view, first = self.view, run.calls[0][0]
-        if len(run.calls[0]) > 1:
-            group = f"group:{first}"
-            view.groups[group] = len(run.calls)
-            found = {"group": self.writer._cluster_attrs(group), "title": self.title_width(group)}
-            del view.groups[group]
-            return found
-        view.repeats[first], view.last[first] = len(run.calls), run.calls[-1][0]
-        found = {key: value for key, value in self.forms(first).items()}
-        del view.repeats[first], view.last[first]
+    def legend(self) -> dict[str, Any]:
+        """What the legend may hold: each diff status's row (shown where drawn), the mode
+        row, and with ``show_costs`` the costs written and the nodes that have each."""
+        before, after = legend_lines([text_row("\0")])[0].split(text_row("\0"))
+        found: dict[str, Any] = {"line": [before, after], "statuses": [], "mode": []}
+        marks = self.writer.marks
+        if marks is not None:
+            for status in STATUSES:
+                marks.seen = {status}
+                found["statuses"].append([status, marks.legend_rows()[0]])
+            marks.seen = set()
+            found["mode"] = marks.legend_rows()
+        if self.options.show_costs:
+            found["costs_row"] = text_row("costs: \0").split("\0")
+            found["costs"] = [[TITLES.get(name, name),
+                               [i for i, n in enumerate(self.order)
+                                if value_of(self.graph.nodes[n], name)]]
+                              for name in cost_names(self.options)]
         return found
+
+    def marks(self) -> dict[str, Any]:
+        """Each node's status as a box and, for a call with children, as a cluster, and
+        each edge status's attributes on flow and parameter edges."""
+        theme = self.options.style
+        edge = {kind: {status: " " + _attrs(styled(base, theme.diff_edge[status]))[2:-1]
+                       for status in STATUSES if status in theme.diff_edge}
+                for kind, base in (("flow", {}), ("param", {"style": "dashed"}))}
+        return {"box": [(self.boxes if self.graph.nodes[n]["kind"] == "layer" else self.writer)
+                        .marks.status(n) for n in self.order],
+                "cluster": {i: self.writer.marks.status(n) for i, n in enumerate(self.order)
+                            if self.children.get(n) and self.graph.nodes[n]["kind"] == "layer"},
+                "edge": edge}
 
     def describe(self) -> dict[str, Any]:
         graph, index, order = self.graph, self.index, self.order
-        head = self.head()
-        forms = [self.forms(node) for node in order]
         kinds = "".join("M" if graph.nodes[n].get("role") in ("input", "output")
                         else KIND_LETTERS[graph.nodes[n]["kind"]] for n in order)
         edges, status = self.edges()
-        runs = []
-        for run, valid in find_all_runs(graph, self.options):
-            entry = {"parent": index.get(run.parent, -1), "period": len(run.calls[0]),
-                     "calls": [index[c] for calls in run.calls for c in calls],
-                     "valid": valid, **self.run_forms(run),
-                     "fold": [index[n] for pair in sorted(run.fold_to.items()) for n in pair],
-                     "dropped": sorted(index[n] for n in run.dropped)}
-            runs.append(entry)
-        return {
-            "head": head, "styles": dict(self.writer.styles),
+        found_runs = find_all_runs(graph, self.options)
+        runs = [{"parent": index.get(run.parent, -1), "period": len(run.calls[0]),
+                 "calls": [index[c] for calls in run.calls for c in calls], "valid": valid,
+                 "fold": [index[n] for pair in sorted(run.fold_to.items()) for n in pair],
+                 "dropped": sorted(index[n] for n in run.dropped)}
+                for run, valid in found_runs]
+        forms = self.form_arrays([run for run, _ in found_runs])
+        for run, run_forms in zip(runs, forms.pop("runs")):
+            run.update(run_forms)
+        found = {
+            "head": self.head(), "styles": dict(self.writer.styles),
             "ids": order, "xid": [css_class(n) for n in order],
             "parent": [index.get(graph.nodes[n]["parent"], -1) for n in order],
-            "depth": [graph.nodes[n]["depth"] for n in order], "kind": kinds,
-            "own": [f["own"] for f in forms], "extra": [f["extra"] for f in forms],
-            "width": [f["width"] for f in forms],
-            "cluster": {i: f["cluster"] for i, f in enumerate(forms) if "cluster" in f},
-            "title": {i: f["title"] for i, f in enumerate(forms) if "title" in f},
+            "depth": [graph.nodes[n]["depth"] for n in order], "kind": kinds, **forms,
             "needs": {i: self.needs(n) for i, n in enumerate(order) if self.needs(n)},
             "out": [index[n] for n in order if graph.nodes[n].get("role") == "output"],
             "unproduced": self.unproduced(), "edges": edges,
             "edge_status": status if any(s != "same" for s in status) else None,
-            "runs": runs,
+            "runs": runs, "legend": self.legend(),
         }
+        if self.writer.marks is not None:
+            found["mark"] = self.marks()
+            found["status"] = [graph.nodes[n].get("diff", "same") for n in order]
+            found["sides"] = {side: _Describer(drawn, self.options).form_arrays(
+                [run for run, _ in found_runs]) for side, drawn in
+                (("a", plain(old_side(graph))), ("b", plain(graph)))}
+        return found
 
 
 def describe(graph: nx.DiGraph, options: RenderOptions) -> dict[str, Any]:
@@ -162,13 +234,16 @@ def describe(graph: nx.DiGraph, options: RenderOptions) -> dict[str, Any]:
     opens and closes calls itself), as JSON-ready values.
 
     Nodes are numbered in ``seq`` order; every list is indexed by that number. The page's
-    composer turns it and a state (open calls, unfolded runs, kinds shown, direction) into
-    DOT.
+    composer turns it and a state (open calls, unfolded runs, kinds shown, direction, the
+    side of a diff) into DOT.
 
     >>> import torch, torchgraphrec
     >>> rec = torchgraphrec.record(torch.nn.Sequential(torch.nn.Linear(2, 2)), torch.ones(1, 2))
     >>> data = describe(rec.graph, RenderOptions())
     >>> data["kind"], data["ids"][1], data["head"].splitlines()[0]
-    ('MLLOPPM', 'layer:#0', 'digraph Sequential {')
+    ('MLLPPOM', 'layer:#0', 'digraph Sequential {')
     """
+    if is_diff(graph) and options.color_by is not None:
+        raise ValueError(f"color_by={options.color_by!r} cannot be drawn on a diff: its "
+                         "colours say what was added, removed and changed")
     return _Describer(graph, options).describe()

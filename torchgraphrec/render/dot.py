@@ -10,11 +10,13 @@ from graphviz.quoting import attr_list, quote
 
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.render import labels
+from torchgraphrec.render.marks import DiffMarks, is_diff
 from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.metrics import needs_width, text_width
 from torchgraphrec.render.spine import beside, entries, spine
-from torchgraphrec.render.texts import cluster_text, node_text
-from torchgraphrec.render.theme import SCALE, is_logarithmic, scale_color
+from torchgraphrec.render.legend import costs_row, legend_lines
+from torchgraphrec.render.texts import cluster_costs, cluster_text, cost_names, node_text
+from torchgraphrec.render.scale import INCLUSIVE, ColorScale, value_of
 from torchgraphrec.render.view import View, build_view
 
 __all__ = ["to_dot", "to_digraph", "to_pydot"]
@@ -76,9 +78,13 @@ class _DotWriter:
         self.view, self.options, self.theme = view, options, options.style
         self.names: dict[str, str] = {}
         theme = self.theme
-        self.styles = {kind: _attrs(style)[2:-1] for kind, style in (
-            ("box", theme.layer), ("param", theme.param), ("op", theme.op),
-            ("tensor", theme.tensor), ("model_tensor", theme.model_tensor))}
+        self.kinds = {"box": theme.layer, "param": theme.param, "op": theme.op,
+                      "tensor": theme.tensor, "model_tensor": theme.model_tensor}
+        self.styles = {kind: _attrs(style)[2:-1] for kind, style in self.kinds.items()}
+        self.marks = DiffMarks(view, theme) if is_diff(view.source) else None
+        if self.marks is not None and options.color_by is not None:
+            raise ValueError(f"color_by={options.color_by!r} cannot be drawn on a diff: its "
+                             "colours say what was added, removed and changed")
         self.fonts = {kind: (style.get("fontname", theme.node["fontname"]),
                              float(style.get("fontsize", theme.node["fontsize"])))
                       for kind, style in (("box", theme.layer), ("param", theme.param),
@@ -97,9 +103,7 @@ class _DotWriter:
             name=labels.escape(self.view.source.graph.get("model", "model")),
             graph_attr={**theme.graph, "rankdir": self.options.rankdir, "compound": "true"},
             node_attr=dict(theme.node), edge_attr=dict(theme.edge))
-        self.scale = self._value_range()
-        if self.scale is not None:
-            root.body.append(self._legend_line(*self.scale))
+        self.scale = self._value_scale()
         bodies: dict[str | None, list[str]] = {None: root.body}
         for cluster in self.cluster_names:
             bodies[cluster] = []
@@ -115,33 +119,40 @@ class _DotWriter:
         root.body += [self._edge_line(source, target) for source, target in self.view.edges]
         root.body += [f"\t{self.names[a]} -> {self.names[b]} [style=invis]\n"
                       for a, b in self.view.order]
+        root.body += self._legend()
         return root
 
-    def _value_range(self) -> tuple[float, float] | None:
+    def _legend(self) -> list[str]:
+        """The legend node: the colour scale, what the diff's marks mean, which costs the
+        labels write."""
+        rows = self.scale.legend_rows() if self.scale is not None else []
+        rows += self.marks.legend_rows() if self.marks is not None else []
+        if self.options.show_costs:
+            drawn = [self.view.folded.nodes[n] for n in (*self.view.nodes, *self.view.clusters)]
+            rows += costs_row(name for name in cost_names(self.options)
+                              if any(value_of(attrs, name) for attrs in drawn))
+        return legend_lines(rows)
+
+    def _value_scale(self) -> ColorScale | None:
         name = self.options.color_by
         if name is None:
             return None
-        graph = self.view.folded
-        found = [graph.nodes[n][name] for n in [*self.view.nodes, *self.view.clusters]
-                 if isinstance(graph.nodes[n].get(name), float)]
-        return (min(found), max(found)) if found else None
+        graph, clusters = self.view.folded, self.view.clusters
+        painted = [*self.view.nodes, *(clusters if name not in INCLUSIVE else ())]
+        return ColorScale.of(name, (value_of(graph.nodes[n], name) for n in painted),
+                             self.theme.scale)
+
+    def _value(self, node: str) -> float | None:
+        return value_of(self.view.folded.nodes[node], self.scale.name) if self.scale else None
 
     def _colored(self, node: str) -> str:
         """Extra attributes painting ``node`` by its ``color_by`` value, or ``""``."""
-        value = self.view.folded.nodes[node].get(self.options.color_by) if self.scale else None
-        if not isinstance(value, float):
+        value = self._value(node)
+        if value is None:
             return ""
-        fill, text = scale_color(value, *self.scale)
-        return f' fillcolor="{fill}" fontcolor="{text}" style="rounded,filled"'
-
-    def _legend_line(self, low: float, high: float) -> str:
-        cells = "".join(f'<TD BGCOLOR="{color}" WIDTH="16" HEIGHT="12"></TD>' for color in SCALE)
-        title = labels.html_text(self.options.color_by or "") + (
-            " (log scale)" if is_logarithmic(low, high) else "")
-        table = (f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0"><TR><TD COLSPAN="10">'
-                 f'{title}</TD></TR><TR>{cells}</TR><TR><TD COLSPAN="5" ALIGN="LEFT">{low:.3g}'
-                 f'</TD><TD COLSPAN="5" ALIGN="RIGHT">{high:.3g}</TD></TR></TABLE>>')
-        return f'\tlegend [label={table} shape=plain class="tgr-legend" id="legend"]\n'
+        fill, text = self.scale.color(value)  # type: ignore[union-attr]
+        style = "rounded,filled" if self.view.kind(node) in ("box", "param") else "filled"
+        return f' fillcolor="{fill}" fontcolor="{text}" style="{style}"'
 
     def _nest(self, bodies: dict[str | None, list[str]]) -> None:
         """Close each cluster into its parent's body, innermost first, indenting as it goes."""
@@ -161,17 +172,30 @@ class _DotWriter:
     def _position(self, cluster: str) -> int:
         return self.view.folded.nodes[cluster.removeprefix("group:")]["seq"]
 
-    def _cluster_attrs(self, cluster: str) -> str:
+    def _cluster_lines(self, cluster: str) -> tuple[list[str], str]:
+        """A cluster's title lines and tooltip."""
         title, tooltip = cluster_text(self.view, cluster)
+        costs = cluster_costs(self.view, cluster, self.options)
+        if self.marks is None or cluster in self.view.groups:
+            return [title, *costs], tooltip or title
+        return [*self.marks.cluster_lines(cluster, title), *costs], tooltip or title
+
+    def _cluster_attrs(self, cluster: str) -> str:
+        lines, tooltip = self._cluster_lines(cluster)
         if cluster in self.view.groups:
-            return _attrs({**self.theme.repeat_cluster, "label": title,
+            return _attrs({**self.theme.repeat_cluster, "label": lines[0],
                            "id": labels.xml_id("g", cluster), "class": "tgr-repeat"})
         attrs = self.view.folded.nodes[cluster]
-        value = attrs.get(self.options.color_by) if self.scale else None
-        outline = {"color": scale_color(value, *self.scale)[0], "penwidth": "3"} \
-            if isinstance(value, float) else {}
-        return _attrs({**self.theme.cluster, **outline, "label": labels.join(title),
-                       "tooltip": labels.join(tooltip or title),
+        outline = {}
+        if self.scale is not None and self.scale.paints_clusters():
+            value = self._value(cluster)  # penwidth always: a cluster inherits its parent's
+            outline = ({"penwidth": "1"} if value is None else
+                       {"color": self.scale.color(value)[0], "penwidth": "3"})
+        if self.marks is not None:
+            outline = self.marks.cluster_attrs(cluster, self.theme.cluster)
+        title = labels.join(*lines) if len(lines) == 1 else labels.join_left(*lines)
+        return _attrs({**self.theme.cluster, **outline, "label": title,
+                       "tooltip": labels.join(tooltip),
                        "id": labels.xml_id("c", cluster),
                        "class": f"tgr-cluster tgr-{labels.css_class(attrs['type'])}"})
 
@@ -184,10 +208,10 @@ class _DotWriter:
         font = self.theme.graph.get("fontname", "Helvetica")
         needed: dict[str, float] = {}
         for cluster, node in entries(self.view, self.spine).items():
-            title = cluster_text(self.view, cluster)[0]
             size = float((self.theme.repeat_cluster if cluster in self.view.groups
                           else self.theme.cluster).get("fontsize", "11"))
-            needed[node] = max(needed.get(node, 0.0), text_width(title, font, size) + _TITLE_GAP)
+            title = max(text_width(line, font, size) for line in self._cluster_lines(cluster)[0])
+            needed[node] = max(needed.get(node, 0.0), title + _TITLE_GAP)
         lines: dict[str | None, list[str]] = {}
         for index, (node, width) in enumerate(sorted(needed.items(), key=lambda i: self.names[i[0]])):
             gap = width - self.widths[node] / 2
@@ -202,9 +226,9 @@ class _DotWriter:
 
     def _node_line(self, node: str) -> str:
         name = self.names[node] = f"n{len(self.names)}"
-        own, extra, tail = self.node_parts(node)
-        group = " group=spine" if node in self.on_spine else ""
-        return f"\t{name} [{own} {self.styles[self.style_of(node)]}{group} {extra}{tail}]\n"
+        own, themed, extra, tail = self.node_parts(node)
+        group = " group=spine" if node in self.on_spine else ""  # sorted before the tooltip
+        return f"\t{name} [{own} {themed}{group} {extra}{tail}]\n"
 
     def style_of(self, node: str) -> str:
         """The theme entry a drawn node is styled by: its kind, or ``model_tensor``."""
@@ -212,21 +236,26 @@ class _DotWriter:
         role = self.view.folded.nodes[node].get("role")
         return "model_tensor" if kind == "tensor" and role in ("input", "output") else kind
 
-    def node_parts(self, node: str) -> tuple[str, str, str]:
-        """A node statement's own attributes around its kind's shared style (and its
-        ``group``, where the graphviz package's sorted attributes put it): label, class and
-        id; tooltip and width; colour. The report's page composes statements from them
-        (see :mod:`torchgraphrec.render.describe`)."""
+    def node_parts(self, node: str) -> tuple[str, str, str, str]:
+        """A node statement's parts around its ``group`` (where the graphviz package's
+        sorted attributes put it): label, class and id; its kind's style (a diff's marks
+        included); tooltip and width; colour. The report's page composes statements from
+        them (see :mod:`torchgraphrec.render.describe`)."""
+        style = self.style_of(node)
         lines, tooltip = node_text(self.view, node, self.options)
+        if self.marks is not None:
+            lines, tooltip = self.marks.node_text(node, lines, tooltip)
         extra = {"tooltip": labels.join(*tooltip.split("\n"))}
-        font, size = self.fonts[self.style_of(node)]
+        font, size = self.fonts[style]
         self.widths[node] = max(text_width(line, font, size) for line in lines) + 144 * self.margin
         if any(needs_width(line) for line in lines):
             extra["width"] = f"{self.widths[node] / 72:.2f}"
+        themed = self.styles[style] if self.marks is None else _attrs(
+            {**self.kinds[style], **self.marks.node_attrs(node, self.kinds[style])})[2:-1]
         # ids from labels.xml_id hold no quote or backslash, so they are quoted as they are
         own = (f"label={quote(labels.join(*lines))} class=\"tgr-{self.view.kind(node)}\" "
                f"id=\"{labels.xml_id('n', node)}\"")
-        return own, _attrs(extra)[2:-1], self._colored(node)
+        return own, themed, _attrs(extra)[2:-1], self._colored(node)
 
     def _end(self, node: str, last: bool) -> tuple[str, str]:
         """The DOT node an edge ends at, and for a cluster the attribute naming it."""
@@ -240,6 +269,9 @@ class _DotWriter:
         kind = "param" if self.view.kind(source) == "param" else "flow"
         edge_id = f"{labels.xml_id('e', source)}-{labels.xml_id('', target)}"
         extra = " style=dashed arrowhead=none" if kind == "param" else ""
+        if self.marks is not None:  # a param edge's dashes stay, a removed one's are added
+            base = {"style": "dashed"} if kind == "param" else {}
+            extra += " " + _attrs(self.marks.edge_attrs(source, target, base))[2:-1]
         tail, tail_attr = self._end(source, last=True)
         head, head_attr = self._end(target, last=False)
         return (f"\t{tail} -> {head} [class=\"tgr-{kind}\" id=\"{edge_id}\"{extra}"

@@ -76,16 +76,18 @@ class Folder:
                     self._try(view, parent, calls, run)
 
     def _fold_label(self, node: str, shapes: dict[str, tuple]) -> tuple:
-        """What must match, besides the children, for two nodes to be repeats."""
+        """What must match, besides the children, for two nodes to be repeats (in a
+        diff's union also what changed: an added block is not folded into the same ones)."""
         attrs = self.graph.nodes[node]
+        status = (attrs.get("diff"), attrs.get("diff_inside"))
         if attrs["kind"] == "tensor":
-            return (attrs["shape"],)
+            return (attrs["shape"], *status)
         if attrs["kind"] != "layer":
-            return (attrs.get("name") or attrs.get("shape"), attrs.get("args"))
+            return (attrs.get("name") or attrs.get("shape"), attrs.get("args"), *status)
         boundary = tuple(self.source.nodes[t]["shape"] if t in self.source else None
                          for t in attrs["inputs"] + attrs["outputs"])
         return (attrs["type"], attrs.get("settings"), attrs["num_params"], boundary,
-                shapes.get(node, ()), node in self.boxes)
+                shapes.get(node, ()), node in self.boxes, *status)
 
     def _try(self, view: "View", parent: Optional[str], calls: list[str], run: Run) -> None:
         first, last = run.repeat(calls, 0)[0], run.repeat(calls, run.count - 1)[-1]

@@ -22,9 +22,9 @@ import networkx as nx
 from torchgraphrec.render.describe import describe, opening_depth
 from torchgraphrec.render.dot import to_dot
 from torchgraphrec.render.engine import run_engine
+from torchgraphrec.render.marks import is_diff
 from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.pagedata import PLAIN_FORWARD, colour_choices, facts, node_info
-from torchgraphrec.render.sides import is_union, old_forms, old_side
 from torchgraphrec.render.vendor import viz_js
 
 __all__ = ["to_html", "report_fragment", "SCRIPTS", "BIG_DRAWING"]
@@ -86,8 +86,10 @@ def _config(graph: nx.DiGraph, options: RenderOptions, depth: Any) -> dict[str, 
                    "params": options.include_params, "ops": options.include_ops,
                    "leaves": options.expand_leaves, "fold": options.fold_repeats,
                    "rankdir": options.rankdir, "side": "both"},
-        "deepest": max(layers, default=0), "colour": colour_choices(graph, options.color_by),
-        "big": BIG_DRAWING, "diff": is_union(graph),
+        "deepest": max(layers, default=0),
+        # a diff's colours say what changed: nothing else paints it
+        "colour": colour_choices(nx.DiGraph() if is_diff(graph) else graph, options.color_by),
+        "big": BIG_DRAWING, "diff": is_diff(graph),
         "plain_ms": graph.graph.get(PLAIN_FORWARD),
         "sides": [graph.graph.get("diff_a_model", ""), graph.graph.get("model", "")],
     }
@@ -105,9 +107,6 @@ def report_fragment(graph: nx.DiGraph, *, element_id: str = "tgr", **options: An
     opening = replace(settings, depth=depth, color_by=None)  # the page colours by itself
     svg = run_engine(to_dot(graph, **vars(opening)), "svg", settings.engine)
     drawing = describe(graph, settings)
-    if is_union(graph):
-        drawing["status"] = [graph.nodes[n].get("diff", "same") for n in drawing["ids"]]
-        drawing["old"] = old_forms(drawing, describe(old_side(graph), settings))
     return _template("report.html.j2").render(
         root_id=element_id, facts=facts(graph), svg=_inline_svg(svg),
         drawing_json=_script_json(drawing),

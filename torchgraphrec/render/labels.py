@@ -9,10 +9,11 @@ from typing import Any, Mapping, Optional, Sequence
 import graphviz
 
 from torchgraphrec.render.settings import settings_text
+from torchgraphrec.units import UNITS, cost_text
 
-__all__ = ["escape", "join", "shape_text", "count_text", "short_name", "layer_title",
+__all__ = ["escape", "join", "join_left", "shape_text", "count_text", "short_name", "layer_title",
            "box_lines", "tensor_lines", "param_lines", "op_lines", "xml_id", "css_class",
-           "html_text"]
+           "html_text", "UNITS", "cost_text", "cost_line", "LINE_COSTS"]
 
 
 def escape(text: Any) -> str:
@@ -34,6 +35,16 @@ def join(*lines: str) -> graphviz.nohtml:
     '<lambda>\\na&b'
     """
     return graphviz.nohtml("\\n".join(escape(line) for line in lines if line != ""))
+
+
+def join_left(*lines: str) -> graphviz.nohtml:
+    r"""Escaped lines as one DOT label, each line left-justified (a cluster's title
+    of several lines, which ``labeljust`` places but does not align).
+
+    >>> str(join_left("h.2: GPT2Block", "8.4k params"))
+    'h.2: GPT2Block\\l8.4k params\\l'
+    """
+    return graphviz.nohtml("".join(escape(line) + "\\l" for line in lines if line != ""))
 
 
 def html_text(text: Any) -> str:
@@ -66,6 +77,27 @@ def count_text(count: int) -> str:
         if count >= limit:
             return f"{count / limit:.1f}{suffix} params"
     return f"{count} params"
+
+
+#: What :func:`cost_line` writes by default: what the model costs, the same on every run
+#: (times vary from run to run and include the recording's own overhead).
+LINE_COSTS = ("flops", "saved_bytes")
+
+
+def cost_line(attrs: Mapping[str, Any], names: Sequence[str] = LINE_COSTS) -> str:
+    """What a call or op cost, in one line: the costs ``names`` it has, left out where
+    zero (most ops between modules compute nothing).
+
+    >>> cost_line({"flops": 1_200_000_000, "saved_bytes": 34_000_000, "forward_ms": 3.1})
+    '1.2 GFLOPs · 34 MB'
+    >>> cost_line({"flops": 0, "saved_bytes": 512}), cost_line({"flops": 0}), cost_line({})
+    ('512 B', '', '')
+    >>> cost_line({"flops": 96, "forward_ms": 0.25}, ("flops", "forward_ms"))
+    '96 FLOPs · 250 µs'
+    """
+    found = [(name, attrs.get(name)) for name in names]
+    return " · ".join(cost_text(value, name) for name, value in found
+                      if isinstance(value, (int, float)) and not isinstance(value, bool) and value)
 
 
 def short_name(qualname: str, parent_qualname: str = "") -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Optional, Union
 
+from torchgraphrec.render.scale import COSTS
 from torchgraphrec.render.theme import THEMES, Theme
 
 __all__ = ["RenderOptions", "RANKDIRS", "ENGINES", "AUTO"]
@@ -14,12 +15,22 @@ ENGINES = ("auto", "graphviz-pure", "dot", "pygraphviz")
 #: The ``depth`` that picks the deepest level whose drawing stays readable.
 AUTO = "auto"
 _FLAGS = ("include_tensors", "include_params", "include_ops", "fold_repeats", "show_shapes",
-          "show_settings", "expand_leaves")
+          "show_settings", "expand_leaves", "show_costs")
 
 
 def _one_of(name: str, value: Any, allowed: tuple) -> None:
     if value not in allowed:
         raise ValueError(f"unknown {name}: {value!r} (must be one of {list(allowed)})")
+
+
+def _check_color_by(color_by: Any) -> None:
+    if color_by is None:
+        return
+    if not isinstance(color_by, str) or not color_by:
+        raise TypeError(f"color_by must be an attribute name or None, got {color_by!r}")
+    if color_by not in COSTS and "." not in color_by:  # probe statistics are site.stat
+        raise ValueError(f"unknown color_by: {color_by!r} (must be one of {list(COSTS)} or a "
+                         "probe statistic such as 'grad_output.rms')")
 
 
 def _check_depth(depth: Any) -> None:
@@ -56,15 +67,28 @@ class RenderOptions:
         expand_leaves: open modules without children, drawing their ops.
         engine: ``auto``, ``graphviz-pure``, ``dot`` or ``pygraphviz`` (or a path to a
             ``dot``-like binary); where it fails, the next engine found is tried.
-        color_by: a numeric node attribute, such as a probe statistic ``"grad_output.rms"``:
-            boxes and parameters are filled, and clusters outlined, on a colour scale from
-            the smallest to the largest drawn value, with a legend.
+        color_by: a cost (``"flops"``, ``"saved_bytes"``, ``"forward_ms"``, ``"params"``
+            or another of :data:`~torchgraphrec.render.scale.COSTS`) or a probe statistic
+            such as ``"grad_output.rms"``: boxes, ops and parameters are filled on a colour
+            scale from the smallest drawn value (palest) to the largest (darkest; a log
+            scale where they span two decades; greys in the paper theme), with a legend in
+            the value's units. A box at ``depth=k`` has the numbers of everything inside
+            it. Clusters are outlined by a statistic; by a cost they are not (theirs is the
+            sum of what they hold). Nodes without the value keep their usual colours.
+        show_costs: add a line to each box, op and module with what it cost, where
+            recorded and not zero: ``1.2 GFLOPs · 34 MB`` (forward FLOPs, activations saved
+            for the backward), and the cost ``color_by`` names if another (a time, say:
+            times vary from run to run, so they are written only then). The legend says
+            which costs the lines hold.
 
     >>> RenderOptions(rankdir="XY")
     Traceback (most recent call last):
     ValueError: unknown rankdir: 'XY' (must be one of ['TB', 'LR', 'BT', 'RL'])
     >>> RenderOptions(expand_leaves=True).depth
     'auto'
+    >>> RenderOptions(color_by="flop")
+    Traceback (most recent call last):
+    ValueError: unknown color_by: 'flop' (must be one of ['flops', ...] or a probe statistic such as 'grad_output.rms')
     """
 
     depth: Optional[Union[int, str]] = AUTO
@@ -79,6 +103,7 @@ class RenderOptions:
     expand_leaves: bool = False
     engine: str = "auto"
     color_by: Optional[str] = None
+    show_costs: bool = False
 
     def __post_init__(self) -> None:
         _check_depth(self.depth)
@@ -87,8 +112,7 @@ class RenderOptions:
                 raise TypeError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
         _one_of("rankdir", self.rankdir, RANKDIRS)
         _one_of("theme", self.theme, tuple(THEMES))
-        if self.color_by is not None and (not isinstance(self.color_by, str) or not self.color_by):
-            raise TypeError(f"color_by must be an attribute name or None, got {self.color_by!r}")
+        _check_color_by(self.color_by)
         if not isinstance(self.engine, str) or not self.engine:
             raise ValueError(f"engine must be one of {list(ENGINES)} or a path, got {self.engine!r}")
 

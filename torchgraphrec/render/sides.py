@@ -1,17 +1,10 @@
-"""Side A of a compared pair, drawn from the union graph's own record of what changed."""
+"""Either side of a compared pair, drawn plain, from the union graph's own record of it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import networkx as nx
 
-__all__ = ["is_union", "old_side", "old_forms"]
-
-
-def is_union(graph: nx.DiGraph) -> bool:
-    """Whether ``graph`` is the union of two compared recordings (compare/union.py)."""
-    return "diff_a_model" in graph.graph
+__all__ = ["old_side", "plain"]
 
 
 def old_side(union: nx.DiGraph) -> nx.DiGraph:
@@ -33,12 +26,13 @@ def old_side(union: nx.DiGraph) -> nx.DiGraph:
     return old
 
 
-def old_forms(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
-    """Where side A's drawing description differs from the union's: per node number, its
-    box form (``[own, extra, width]``) and cluster form (``[attributes, title width]``)."""
-    boxes = {i: [old["own"][i], old["extra"][i], old["width"][i]]
-             for i in range(len(new["own"]))
-             if (new["own"][i], new["extra"][i]) != (old["own"][i], old["extra"][i])}
-    clusters = {i: [old["cluster"][i], old["title"][i]] for i in new["cluster"]
-                if new["cluster"][i] != old["cluster"][i]}
-    return {"box": boxes, "cluster": clusters}
+def plain(union: nx.DiGraph) -> nx.DiGraph:
+    """The union as a recording of its own, drawn without a diff's marks (its nodes keep
+    their status, which keeps added and removed blocks out of each other's folds).
+
+    >>> plain(nx.DiGraph(model="M", diff_a_model="M")).graph
+    {'model': 'M'}
+    """
+    found = union.copy()
+    found.graph.pop("diff_a_model", None)
+    return found

@@ -6,9 +6,10 @@ from typing import Optional
 
 from torchgraphrec.render import labels
 from torchgraphrec.render.options import RenderOptions
+from torchgraphrec.render.scale import COSTS
 from torchgraphrec.render.view import View
 
-__all__ = ["node_text", "cluster_text", "enclosing_qualname"]
+__all__ = ["node_text", "cluster_text", "cluster_costs", "cost_names", "enclosing_qualname"]
 
 
 def enclosing_qualname(view: View, node: str) -> str:
@@ -27,6 +28,35 @@ def _title(view: View, node: str) -> tuple[str, str]:
     return short, labels.layer_title(attrs, None, last)
 
 
+def cost_names(options: RenderOptions) -> tuple[str, ...]:
+    """The costs a ``show_costs`` line writes: FLOPs and saved activations, and the cost
+    the drawing is coloured by (a time, say), so that the colour can be read as a number
+    (a box's parameter count is written anyway).
+
+    >>> cost_names(RenderOptions(show_costs=True, color_by="forward_ms"))
+    ('flops', 'saved_bytes', 'forward_ms')
+    """
+    extra = options.color_by
+    if extra in COSTS and extra not in labels.LINE_COSTS and extra not in ("params", "num_params"):
+        return (*labels.LINE_COSTS, extra)
+    return labels.LINE_COSTS
+
+
+def _costs(attrs: dict, options: RenderOptions, repeats: int = 1) -> list[str]:
+    """The cost line of a box or op where ``show_costs`` asks for it and costs were
+    recorded (a folded run's box: its first call's, ``each``)."""
+    line = labels.cost_line(attrs, cost_names(options)) if options.show_costs else ""
+    return [f"{line} each" if repeats > 1 else line] if line else []
+
+
+def cluster_costs(view: View, cluster: str, options: RenderOptions) -> list[str]:
+    """The cost line under a cluster's title: everything inside it (``[]`` for a group
+    of folded calls, whose members say theirs, or without ``show_costs``)."""
+    if cluster in view.groups:
+        return []
+    return _costs(view.folded.nodes[cluster], options, view.repeats.get(cluster, 1))
+
+
 def node_text(view: View, node: str, options: RenderOptions) -> tuple[list[str], str]:
     """The label lines of a drawn node, and its tooltip."""
     attrs = view.folded.nodes[node]
@@ -36,6 +66,7 @@ def node_text(view: View, node: str, options: RenderOptions) -> tuple[list[str],
         lines = labels.box_lines(attrs, view.source, short, show_shapes=options.show_shapes,
                                  show_settings=options.show_settings,
                                  repeats=view.repeats.get(node, 1))
+        lines += _costs(attrs, options, view.repeats.get(node, 1))
         settings = attrs.get("settings", "")
         return lines, f"{full}\n{settings}" if settings else full
     if kind == "tensor":
@@ -43,7 +74,7 @@ def node_text(view: View, node: str, options: RenderOptions) -> tuple[list[str],
         return lines, " ".join(lines)
     if kind == "param":
         return labels.param_lines(attrs, options.show_shapes), attrs["qualname"]
-    lines = labels.op_lines(attrs, options.show_shapes)
+    lines = labels.op_lines(attrs, options.show_shapes) + _costs(attrs, options)
     args = attrs.get("args", "")
     return lines, f"{attrs['name']}({args})" if args else attrs["name"]
 

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
-__all__ = ["Theme", "THEMES", "SCALE", "scale_color", "is_logarithmic"]
+__all__ = ["Theme", "THEMES", "SCALE", "GREYS", "scale_color", "is_logarithmic", "text_color"]
 
-#: viridis in ten steps: perceptually even, colour-blind safe, readable in greyscale.
-SCALE = ("#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779",
-         "#6ece58", "#b5de2b", "#fde725")
+#: The colours of ``color_by``, from the smallest value to the largest: ColorBrewer's
+#: YlOrRd, light to dark, so the costliest nodes stand out most (and print darkest) while
+#: the many that cost nothing stay pale; colour-blind safe, monotone in greyscale.
+SCALE = ("#ffffcc", "#ffeda0", "#fed976", "#feb24c", "#fd8d3c", "#fc4e2a", "#e31a1c",
+         "#bd0026", "#800026")
+
+#: The paper theme's scale: the same ramp in greys.
+GREYS = ("#f7f7f7", "#e0e0e0", "#cccccc", "#b3b3b3", "#999999", "#808080", "#666666",
+         "#4d4d4d", "#333333")
 
 
 def is_logarithmic(low: float, high: float) -> bool:
@@ -19,20 +25,38 @@ def is_logarithmic(low: float, high: float) -> bool:
     return low > 0 and high >= 100 * low
 
 
-def scale_color(value: float, low: float, high: float) -> tuple[str, str]:
-    """The fill for ``value`` on :data:`SCALE` between ``low`` and ``high`` (on a log scale
+def _luminance(color: str) -> float:
+    """The relative luminance of ``#rrggbb`` (WCAG 2)."""
+    channels = [int(color[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def text_color(fill: str) -> str:
+    """Black or white, whichever contrasts more with ``fill``.
+
+    >>> text_color("#ffffcc"), text_color("#800026"), text_color("#fc4e2a")
+    ('#000000', '#ffffff', '#000000')
+    """
+    luminance = _luminance(fill)
+    return "#000000" if (luminance + 0.05) / 0.05 >= 1.05 / (luminance + 0.05) else "#ffffff"
+
+
+def scale_color(value: float, low: float, high: float,
+                palette: Sequence[str] = SCALE) -> tuple[str, str]:
+    """The fill for ``value`` on ``palette`` between ``low`` and ``high`` (on a log scale
     where :func:`is_logarithmic`), and a text colour that reads on it.
 
     >>> scale_color(0.0, 0.0, 1.0), scale_color(1.0, 0.0, 1.0)
-    (('#440154', '#ffffff'), ('#fde725', '#000000'))
+    (('#ffffcc', '#000000'), ('#800026', '#ffffff'))
     >>> scale_color(0.01, 0.001, 1.0)[0] == SCALE[3]
     True
     """
     if is_logarithmic(low, high):
         value, low, high = math.log10(value), math.log10(low), math.log10(high)
     share = 0.0 if high <= low else (value - low) / (high - low)
-    step = min(len(SCALE) - 1, max(0, int(share * len(SCALE))))
-    return SCALE[step], "#ffffff" if step < 5 else "#000000"
+    step = min(len(palette) - 1, max(0, int(share * len(palette))))
+    return palette[step], text_color(palette[step])
 
 Attrs = Mapping[str, str]
 
@@ -40,7 +64,14 @@ Attrs = Mapping[str, str]
 @dataclass(frozen=True)
 class Theme:
     """Graphviz attributes per drawn element. Colours are always ``#rrggbb`` (Graphviz 2.42
-    paints ``#rgb`` black)."""
+    paints ``#rgb`` black).
+
+    A diff's drawing adds, per status (``same``, ``added``, ``removed``, ``changed`` and
+    ``inside``: the node is the same, something under it is not), the attributes of its
+    nodes (``diff_node``), clusters (``diff_cluster``) and edges (``diff_edge``, without
+    ``changed`` and ``inside``); a ``style`` there adds to the element's own style words.
+    ``scale`` is the colour ramp of ``color_by``, smallest value first.
+    """
 
     name: str
     graph: Attrs
@@ -53,6 +84,10 @@ class Theme:
     model_tensor: Attrs
     param: Attrs
     op: Attrs
+    diff_node: Mapping[str, Attrs]
+    diff_cluster: Mapping[str, Attrs]
+    diff_edge: Mapping[str, Attrs]
+    scale: tuple[str, ...] = SCALE
 
 
 _FONT = "Helvetica"
@@ -80,6 +115,37 @@ DEFAULT = Theme(
            "fontsize": "8", "fontcolor": "#495057", "height": "0.2"},
     op={"shape": "ellipse", "style": "filled", "fillcolor": "#fff4e6", "color": "#f08c00",
         "fontsize": "9", "height": "0.22"},
+    # green added, red dashed removed, amber changed, unchanged greyed out
+    diff_node={
+        # greyed, yet legible in print: text at 4.5:1 on its fill, borders that show
+        "same": {"color": "#adb5bd", "fillcolor": "#f8f9fa", "fontcolor": "#6c757d"},
+        "added": {"color": "#2b8a3e", "fillcolor": "#d3f9d8", "fontcolor": "#143d1e",
+                  "penwidth": "2"},
+        "removed": {"color": "#c92a2a", "fillcolor": "#ffe3e3", "fontcolor": "#6b1414",
+                    "penwidth": "2", "style": "dashed"},
+        "changed": {"color": "#e67700", "fillcolor": "#ffec99", "fontcolor": "#4d2b00",
+                    "penwidth": "2"},
+        "inside": {"color": "#e67700", "fillcolor": "#ffffff", "fontcolor": "#1c2a4a",
+                   "penwidth": "2"},
+    },
+    diff_cluster={
+        # penwidth given: a cluster inherits its enclosing one's
+        "same": {"color": "#ced4da", "fillcolor": "#fcfcfd", "fontcolor": "#6c757d",
+                 "penwidth": "1"},
+        "added": {"color": "#2b8a3e", "fillcolor": "#f2fbf4", "fontcolor": "#2b8a3e",
+                  "penwidth": "2"},
+        "removed": {"color": "#c92a2a", "fillcolor": "#fff5f5", "fontcolor": "#c92a2a",
+                    "penwidth": "2", "style": "dashed"},
+        "changed": {"color": "#e67700", "fillcolor": "#fffbeb", "fontcolor": "#9c4a00",
+                    "penwidth": "2"},
+        "inside": {"color": "#e67700", "fillcolor": "#ffffff", "fontcolor": "#9c4a00",
+                   "penwidth": "2"},
+    },
+    diff_edge={
+        "same": {"color": "#adb5bd"},
+        "added": {"color": "#2b8a3e", "penwidth": "1.6"},
+        "removed": {"color": "#c92a2a", "penwidth": "1.6", "style": "dashed"},
+    },
 )
 
 _SERIF = "Times-Roman"
@@ -103,6 +169,34 @@ PAPER = Theme(
            "height": "0.2"},
     op={"shape": "ellipse", "style": "solid", "color": "#000000", "fontsize": "9",
         "height": "0.22"},
+    # readable in greyscale: the status is in the line (thick, dashed, double, dotted) and
+    # the fill's darkness, not only in a hue
+    diff_node={
+        "same": {"color": "#b3b3b3", "fillcolor": "#ffffff", "fontcolor": "#8c8c8c",
+                 "style": "filled"},
+        "added": {"color": "#000000", "fillcolor": "#d4d4d4", "fontcolor": "#000000",
+                  "penwidth": "2.5", "style": "filled"},
+        "removed": {"color": "#000000", "fillcolor": "#ffffff", "fontcolor": "#4d4d4d",
+                    "penwidth": "1.5", "style": "dashed,filled"},
+        "changed": {"color": "#000000", "fillcolor": "#efefef", "fontcolor": "#000000",
+                    "peripheries": "2", "style": "filled"},
+        "inside": {"color": "#000000", "fillcolor": "#ffffff", "fontcolor": "#000000",
+                   "penwidth": "2", "style": "dotted,filled"},
+    },
+    diff_cluster={
+        "same": {"color": "#b3b3b3", "fontcolor": "#8c8c8c", "penwidth": "1"},
+        "added": {"color": "#000000", "fillcolor": "#f0f0f0", "penwidth": "2.5",
+                  "style": "filled"},
+        "removed": {"color": "#000000", "penwidth": "1.5", "style": "dashed"},
+        "changed": {"color": "#000000", "penwidth": "2.5"},
+        "inside": {"color": "#000000", "penwidth": "2", "style": "dotted"},
+    },
+    diff_edge={
+        "same": {"color": "#b3b3b3"},
+        "added": {"color": "#000000", "penwidth": "2"},
+        "removed": {"color": "#000000", "penwidth": "1.2", "style": "dashed"},
+    },
+    scale=GREYS,
 )
 
 THEMES: Mapping[str, Theme] = {theme.name: theme for theme in (DEFAULT, PAPER)}

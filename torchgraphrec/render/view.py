@@ -29,7 +29,10 @@ class View:
     call is drawn once with ``repeats`` (how many) and ``last`` (the last call it stands
     for). An edge may end at a cluster (where no node inside carries it). ``order`` pairs
     are no data flow: they keep a tensor that a call's own code computed (recorded without
-    ops, so with no producer) below what ran before it.
+    ops, so with no producer) below what ran before it. ``drawn_as`` maps each node of
+    ``folded`` at an end of a lifted edge to what draws it (itself, its box, its first
+    repeat's counterpart) or, where it is not drawn, to what stands for it while the
+    edges through it are bridged.
     """
 
     source: nx.DiGraph
@@ -43,6 +46,7 @@ class View:
     groups: dict[str, int] = field(default_factory=dict)
     edges: list[tuple[str, str]] = field(default_factory=list)
     order: list[tuple[str, str]] = field(default_factory=list)
+    drawn_as: dict[str, str] = field(default_factory=dict)
 
     def kind(self, node: str) -> str:
         """``box``, ``tensor``, ``param`` or ``op`` for a drawn node."""
@@ -217,7 +221,12 @@ class _ViewBuilder:
         return found
 
     def _lift_edges(self) -> None:
-        lifted = edge_rules.lift(self._recorded_edges(), self._visible, self.folder.canonical,
+        def shown(node: str) -> Optional[str]:
+            found = self._visible(node)
+            self.view.drawn_as[node] = self.folder.canonical(node) if found is None else found
+            return found
+
+        lifted = edge_rules.lift(self._recorded_edges(), shown, self.folder.canonical,
                                  self.view.nodes + self.view.clusters)
         edge_rules.settle_cluster_ends(lifted, self.view.inside())
         self.view.edges = list(lifted.edges)

@@ -208,6 +208,16 @@ function tgrLift(P, state, folded, canonical, vis, placed, absent) {
   };
   const made = (i) => placed.made[i] === 1;
   const edgeStatus = D.edge_status, E = D.edges;
+  // Edges into and out of a closed call are merged as graph.collapse merges them: the
+  // first (in seq order) between the same two closed calls keeps its status, the others
+  // add none (render/diffstatus.py reads the collapsed edges).
+  const keeper = (i) => { let k = i; for (let x = D.parent[i]; x >= 0; x = D.parent[x]) if (!state.open.has(x)) k = x; return k; };
+  const pairs = new Set();
+  const firstOf = (s, t) => {
+    const key = keeper(s) + "," + keeper(t), fresh = !pairs.has(key);
+    pairs.add(key);
+    return fresh;
+  };
   const dropped = state.side === "a" ? "added" : state.side === "b" ? "removed" : null;
   for (let e = 0; e < E.length; e += 2) {
     const s = E[e], t = E[e + 1];
@@ -218,13 +228,16 @@ function tgrLift(P, state, folded, canonical, vis, placed, absent) {
     let a = vis[s], b = vis[t];
     if (a < 0) { a = canonical(s); hidden.add(a); }
     if (b < 0) { b = canonical(t); hidden.add(b); }
-    if (a !== b) graph.addEdge(a, b, edgeStatus ? [edgeStatus[e / 2]] : null);
+    if (a === b) continue;
+    graph.addEdge(a, b, edgeStatus ? (firstOf(s, t) ? [edgeStatus[e / 2]] : []) : null);
   }
+  // a bridged edge stands for the changes on its way, not for what stayed the same
+  // (render/diffstatus.py: an unchanged edge counts only where drawn as it is)
   for (const x of graph.topological()) {
     if (!hidden.has(x)) continue;
     const preds = [...graph.pred.get(x)], succs = [...graph.succ.get(x)];
     for (const [s, m1] of preds) for (const [t, m2] of succs) {
-      if (s !== t) graph.addEdge(s, t, m1 && m2 ? [...m1, ...m2] : null);
+      if (s !== t) graph.addEdge(s, t, m1 && m2 ? [...m1, ...m2].filter((m) => m !== "same") : null);
     }
     graph.removeNode(x);
   }
@@ -276,42 +289,47 @@ var TGR_STYLE = {L: "box", T: "tensor", M: "model_tensor", P: "param", O: "op"};
 /* The DOT text, line for line as render/dot.py writes it. */
 function tgrWrite(P, state, folded, placed, lifted) {
   const {D} = P, {nodes, clusters, groups, parentOf, leading} = placed;
-  const runOf = (c) => D.runs[+c.slice(1)];
-  const form = (i) => { const r = leading(i); return r === undefined ? null : D.runs[r]; };
+  // either side of a diff alone is drawn plain, from that side's own forms
+  const F = state.side !== "both" && D.sides ? D.sides[state.side] : D;
+  const marks = F === D && D.mark ? new TgrMarks(D) : null;
+  const runOf = (c) => (F === D ? D.runs : F.runs)[+c.slice(1)];
+  const form = (i) => { const r = leading(i); return r === undefined ? null : (F === D ? D.runs : F.runs)[r]; };
   const names = new Map(), width = new Map(), bodies = new Map([[-1, []]]);
   const clusterNames = new Map([...groups, ...clusters].map((c, k) => [c, "cluster_" + k]));
   for (const c of clusterNames.keys()) bodies.set(c, []);
   const edges = lifted.edges;
   const spine = new Set(tgrSpine(P, placed, edges));
-  // side A of a diff: changed nodes as they were (render/sides.py)
-  const old = state.side === "a" && D.old ? D.old : {box: {}, cluster: {}};
   for (const i of nodes) {
-    const name = "n" + names.size, run = form(i);
-    const [own, extra, w] = run ? [run.own, run.extra, run.width] : old.box[i] || [D.own[i], D.extra[i], D.width[i]];
+    const name = "n" + names.size, run = form(i) || {own: F.own[i], extra: F.extra[i], width: F.width[i]};
+    const themed = F.themed ? (form(i) ? run.themed : F.themed[i]) : D.styles[TGR_STYLE[D.kind[i]]];
     names.set(i, name);
-    width.set(i, w);
+    width.set(i, run.width);
+    if (marks) marks.seen.add(D.mark.box[i]);
     const group = spine.has(i) ? " group=spine" : "";
-    bodies.get(parentOf.get(i)).push(`\t${name} [${own} ${D.styles[TGR_STYLE[D.kind[i]]]}${group} ${extra}]\n`);
+    bodies.get(parentOf.get(i)).push(`\t${name} [${run.own} ${themed}${group} ${run.extra}]\n`);
   }
-  if (state.rankdir === "TB" || state.rankdir === "BT") tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, old);
+  if (state.rankdir === "TB" || state.rankdir === "BT") tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, F);
   tgrBeside(P, placed, edges, names, bodies);
   const depthOf = (c) => { let d = 0; for (let p = parentOf.get(c); p !== -1; p = parentOf.get(p)) d++; return d; };
   const position = (c) => typeof c === "string" ? runOf(c).calls[0] : c;
   const order = [...clusterNames.keys()].map((c) => [depthOf(c), position(c), c]).sort((a, b) => b[0] - a[0] || a[1] - b[1]);
   for (const [, , c] of order) {
     const run = typeof c === "string" ? runOf(c) : form(c);
-    const attrs = typeof c === "string" ? run.group : run ? run.cluster : old.cluster[c] ? old.cluster[c][0] : D.cluster[c];
+    const attrs = typeof c === "string" ? run.group : run ? run.cluster : F.cluster[c];
+    if (marks && typeof c !== "string") marks.seen.add(D.mark.cluster[c]);
     const inner = bodies.get(c).map((line) => "\t" + line);
     bodies.get(parentOf.get(c)).push(`\tsubgraph ${clusterNames.get(c)} {\n\t\tgraph${attrs}\n`, ...inner, "\t}\n");
   }
-  const lines = edges.map(([s, t]) => tgrEdgeLine(P, s, t, names, clusterNames, lifted.inside));
+  const lines = edges.map(([s, t, recorded]) => tgrEdgeLine(P, s, t, names, clusterNames, lifted.inside,
+    marks && marks.edge(s, t, recorded, clusterNames)));
   const invisible = tgrOrder(P, placed, lifted.inside).map(([a, b]) => `\t${names.get(a)} -> ${names.get(b)} [style=invis]\n`);
   const head = D.head.replace(/rankdir=[A-Z]+/, "rankdir=" + state.rankdir);
-  const dot = head + bodies.get(-1).join("") + lines.join("") + invisible.join("") + "}\n";
+  const legend = tgrLegendLine(D, marks, [...nodes, ...clusters]);
+  const dot = head + bodies.get(-1).join("") + lines.join("") + invisible.join("") + legend + "}\n";
   return {dot, placed, edges, names, clusterNames, folded};
 }
 
-function tgrEdgeLine(P, s, t, names, clusterNames, inside) {
+function tgrEdgeLine(P, s, t, names, clusterNames, inside, marked) {
   const {D} = P;
   const end = (x, last) => {
     if (!clusterNames.has(x)) return [names.get(x), ""];
@@ -321,12 +339,46 @@ function tgrEdgeLine(P, s, t, names, clusterNames, inside) {
   const param = D.kind[s] === "P";
   const [tail, tailAttr] = end(s, true), [head, headAttr] = end(t, false);
   return `\t${tail} -> ${head} [class="tgr-${param ? "param" : "flow"}" id="e-${D.xid[s]}--${D.xid[t]}"` +
-    `${param ? " style=dashed arrowhead=none" : ""}${tailAttr}${headAttr}]\n`;
+    `${param ? " style=dashed arrowhead=none" : ""}${marked || ""}${tailAttr}${headAttr}]\n`;
+}
+
+/* A diff's marks on what is drawn (render/marks.py): the statuses seen, for the legend,
+   and each edge's status: added or removed where an end is, else that of the recorded
+   edges it stands for (the same where any is, or where they disagree). */
+var TgrMarks = class {
+  constructor(D) { this.D = D; this.seen = new Set(); }
+  edge(s, t, recorded, clusterNames) {
+    const {D} = this, end = (x) => (clusterNames.has(x) ? D.mark.cluster[x] : D.mark.box[x]);
+    const ends = [end(s), end(t)];
+    let status = ["removed", "added"].find((x) => ends.includes(x));
+    if (status === undefined) {
+      const found = new Set(recorded && recorded.size !== undefined ? recorded : recorded || []);
+      status = !found.size || found.has("same") || found.size > 1 ? "same" : [...found][0];
+    }
+    this.seen.add(status);
+    return D.mark.edge[D.kind[s] === "P" ? "param" : "flow"][status];
+  }
+};
+
+/* The legend node (render/legend.py): a diff's statuses drawn, the mode every call shares,
+   and the costs the labels write where any drawn element has them. */
+function tgrLegendLine(D, marks, drawn) {
+  const L = D.legend, rows = [];
+  if (marks) {
+    for (const [status, row] of L.statuses) if (marks.seen.has(status)) rows.push(row);
+    rows.push(...L.mode);
+  }
+  if (L.costs) {
+    const shown = new Set(drawn);
+    const titles = L.costs.filter(([, having]) => having.some((i) => shown.has(i))).map(([title]) => title);
+    if (titles.length) rows.push(L.costs_row[0] + titles.join(" · ") + L.costs_row[1]);
+  }
+  return rows.length ? L.line[0] + rows.join("") + L.line[1] : "";
 }
 
 /* Invisible spacers left of each cluster's entry node, so that its title ends before the
    flow comes in (render/dot.py, render/spine.py). */
-function tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, old) {
+function tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, F) {
   const {D} = P, {inside} = lifted, found = new Map();
   for (const i of spine) for (const [c, members] of inside) if (members.has(i) && !found.has(c)) found.set(c, i);
   const fed = new Map();
@@ -339,7 +391,7 @@ function tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, old) {
   }
   const needed = new Map();
   for (const [c, i] of found) {
-    const title = typeof c === "string" ? D.runs[+c.slice(1)].title : (form(c) || {title: old.cluster[c] ? old.cluster[c][1] : D.title[c]}).title;
+    const title = typeof c === "string" ? (F === D ? D.runs : F.runs)[+c.slice(1)].title : (form(c) || {title: F.title[c]}).title;
     needed.set(i, Math.max(needed.get(i) || 0, title));
   }
   const sorted = [...needed].sort((a, b) => (names.get(a[0]) < names.get(b[0]) ? -1 : 1));

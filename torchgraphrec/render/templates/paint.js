@@ -1,6 +1,5 @@
 /* torchgraphrec report: what is painted over a laid-out drawing without laying it out
-   again: colour by a cost or statistic (with its legend), diff status, search marks, the
-   selection. */
+   again: colour by a cost or statistic (with its legend), search marks, the selection. */
 
 /* Numbers as people read them: 1.2 GFLOPs, 34.5 MB, 12.3 ms, 1.2M. */
 function tgrFormat(name, value) {
@@ -54,32 +53,15 @@ function tgrColourControl(R) {
   });
 }
 
-/* Marks that belong to a drawing (diff status) once; colour, search and selection each
-   time. */
+/* Colour, search marks and selection over a drawing (a diff's marks are in its DOT). */
 function tgrDecorate(R, fresh) {
   if (!R.svg) return;
-  if (fresh && R.config.diff && !R.svg.dataset.diffed) tgrPaintDiff(R);
   tgrPaintColour(R);
   if (fresh && R.colourBy) tgrTimeline(R);  // the scale follows what is drawn
   tgrPaintMarks(R);
 }
 
 function tgrShape(element) { return element.querySelector("path, polygon, ellipse"); }
-
-function tgrPaintDiff(R) {
-  const {D, info} = R;
-  R.svg.dataset.diffed = "true";
-  for (const [i, element] of R.elements) {
-    element.classList.add("tgr-d-" + (D.status[i] || "same"));
-    if (info[i] && info[i].diff_inside) element.classList.add("tgr-d-inside");
-  }
-  for (const [s, t, marks] of R.drawn.edges) {
-    if (!marks) continue;
-    const all = [...marks], status = all.every((m) => m === "added") ? "added" : all.every((m) => m === "removed") ? "removed" : "";
-    const element = status && R.svg.querySelector(`[id="${CSS.escape(`e-${D.xid[s]}--${D.xid[t]}`)}"]`);
-    if (element) element.classList.add("tgr-d-" + status);
-  }
-}
 
 /* Boxes filled and clusters outlined by the chosen value, on a scale over what is drawn. */
 function tgrPaintColour(R) {

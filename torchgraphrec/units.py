@@ -1,0 +1,60 @@
+"""Numbers as people read them: engineering units for FLOPs, bytes, times and parameter counts."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+__all__ = ["UNITS", "cost_text"]
+
+#: The unit of each cost attribute (see the schema's "Costs"); ``params`` is a layer's
+#: ``num_params`` or a param node's element count.
+UNITS: Mapping[str, str] = {
+    "flops": "FLOPs", "backward_flops": "FLOPs", "saved_bytes": "B", "bytes": "B",
+    "output_bytes": "B", "param_bytes": "B", "forward_ms": "ms", "self_ms": "ms",
+    "backward_ms": "ms", "params": "params", "num_params": "params",
+}
+
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+
+
+def _number(value: float) -> str:
+    """One decimal below 100, none from there, no trailing ``.0``: ``1.2``, ``34``, ``512``."""
+    text = f"{value:.1f}" if value < 99.95 else f"{value:.0f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _prefixed(value: float) -> tuple[str, str]:
+    for limit, prefix in _PREFIXES:
+        if abs(value) >= limit * 0.99995:  # 999,960 reads as 1M, not as 1000k
+            return _number(value / limit), prefix
+    return _number(value), ""
+
+
+def _duration(ms: float) -> str:
+    for limit, unit, scale in ((1000.0, "s", 1e-3), (1.0, "ms", 1.0), (1e-3, "µs", 1e3)):
+        if ms >= limit * 0.99995:
+            return f"{_number(ms * scale)} {unit}"
+    return "0 ms" if ms == 0 else f"{_number(ms * 1e6)} ns"
+
+
+def cost_text(value: float, attribute: str) -> str:
+    """``value`` of ``attribute`` as a person reads it: engineering units for the costs in
+    :data:`UNITS` (decimal prefixes: 1 MB is 10⁶ bytes), three significant digits for any
+    other number (a probe statistic).
+
+    >>> cost_text(1.2e9, "flops"), cost_text(34_500_000, "saved_bytes")
+    ('1.2 GFLOPs', '34.5 MB')
+    >>> cost_text(3.14, "forward_ms"), cost_text(0.052, "self_ms"), cost_text(1234.0, "backward_ms")
+    ('3.1 ms', '52 µs', '1.2 s')
+    >>> cost_text(1_234_567, "params"), cost_text(950, "num_params"), cost_text(0, "flops")
+    ('1.2M params', '950 params', '0 FLOPs')
+    >>> cost_text(0.000123456, "grad_output.rms")
+    '0.000123'
+    """
+    unit = UNITS.get(attribute)
+    if unit is None:
+        return f"{value:.3g}"
+    if unit == "ms":
+        return _duration(float(value))
+    number, prefix = _prefixed(float(value))
+    return f"{number}{prefix} params" if unit == "params" else f"{number} {prefix}{unit}"
