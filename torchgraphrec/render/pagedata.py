@@ -7,10 +7,12 @@ from typing import Any, Optional, Sequence
 import networkx as nx
 
 from torchgraphrec.render import labels
+from torchgraphrec.render.labels import cost_text
 from torchgraphrec.render.settings import settings_text
-from torchgraphrec.render.theme import SCALE
+from torchgraphrec.render.scale import INCLUSIVE, TITLES
+from torchgraphrec.render.theme import SCALE, text_color
 
-__all__ = ["node_info", "facts", "colour_choices", "amount", "COSTS", "PLAIN_FORWARD"]
+__all__ = ["node_info", "facts", "colour_choices", "COSTS", "PLAIN_FORWARD"]
 
 #: The cost attributes a page can colour by and tabulate, with their headings.
 COSTS = {"flops": "FLOPs", "backward_flops": "backward FLOPs", "saved_bytes": "saved activations",
@@ -55,20 +57,9 @@ def node_info(graph: nx.DiGraph, order: Sequence[str]) -> list[dict[str, Any]]:
     return [_info(graph.nodes[node], index) for node in order]
 
 
-def amount(value: Optional[float], unit: str) -> str:
-    """A count in engineering units, as the page writes it.
-
-    >>> amount(5161600, "FLOPs"), amount(222464, "B"), amount(None, "B")
-    ('5.2 MFLOPs', '222 kB', '')
-    """
-    if value is None:
-        return ""
-    prefixes, step = ["", "k", "M", "G", "T", "P"], 0
-    while abs(value) >= 1000 ** (step + 1) and step < len(prefixes) - 1:
-        step += 1
-    shown = value / 1000 ** step
-    text = f"{shown:.0f}" if step == 0 or shown >= 100 else f"{shown:.1f}"
-    return f"{text} {prefixes[step]}{unit}"
+def _amount(graph: nx.DiGraph, name: str) -> str:
+    value = graph.graph.get(name)
+    return "" if value is None else cost_text(value, name)
 
 
 def _roots(graph: nx.DiGraph) -> list[dict[str, Any]]:
@@ -91,19 +82,20 @@ def facts(graph: nx.DiGraph) -> dict[str, Any]:
         "plain_ms": graph.graph.get(PLAIN_FORWARD),
         "counts": counts,
     }
-    found["flops"] = amount(graph.graph.get("flops"), "FLOPs")
-    found["backward_flops"] = amount(graph.graph.get("backward_flops"), "FLOPs")
-    found["saved_bytes"] = amount(graph.graph.get("saved_bytes"), "B")
+    for name in ("flops", "backward_flops", "saved_bytes"):
+        found[name] = _amount(graph, name)
     if "diff_a_model" in graph.graph:
         found["diff"] = {status: sum(1 for _, s in graph.nodes(data="diff") if s == status)
                          for status in ("added", "removed", "changed")}
     return found
 
 
-def colour_choices(graph: nx.DiGraph, wanted: Optional[str]) -> dict[str, Any]:
+def colour_choices(graph: nx.DiGraph, wanted: Optional[str],
+                   palette: Sequence[str] = SCALE) -> dict[str, Any]:
     """What the page can colour by: the costs recorded on module calls, then every other
-    number on them (probe statistics such as ``grad_output.rms``), and the one to start
-    with (``params`` names ``num_params``)."""
+    number on them (probe statistics such as ``grad_output.rms``), the one to start with
+    (``params`` names ``num_params``), and the drawing's scale: its ``palette``, the text
+    colour on each step, and the sums that only boxes are painted by (render/scale.py)."""
     present: dict[str, None] = {}
     for _, attrs in graph.nodes(data=True):
         if attrs["kind"] != "layer":
@@ -114,5 +106,6 @@ def colour_choices(graph: nx.DiGraph, wanted: Optional[str]) -> dict[str, Any]:
                 present[key] = None
     names = [key for key in COSTS if key in present] + sorted(k for k in present if k not in COSTS)
     start = "num_params" if wanted == "params" else wanted
-    return {"names": names, "headings": {k: COSTS.get(k, k) for k in names},
-            "start": start if start in present else None, "scale": list(SCALE)}
+    return {"names": names, "headings": {k: TITLES.get(k, COSTS.get(k, k)) for k in names},
+            "start": start if start in present else None, "scale": list(palette),
+            "text": [text_color(step) for step in palette], "inclusive": sorted(INCLUSIVE)}

@@ -1,38 +1,55 @@
 /* torchgraphrec report: what is painted over a laid-out drawing without laying it out
    again: colour by a cost or statistic (with its legend), search marks, the selection. */
 
-/* Numbers as people read them: 1.2 GFLOPs, 34.5 MB, 12.3 ms, 1.2M. */
+/* Numbers as people read them, as torchgraphrec/units.py writes them: 1.2 GFLOPs,
+   34.5 MB, 3.1 ms, 52 µs; a parameter count without its word (1.2M). */
+var TGR_UNITS = {flops: "FLOPs", backward_flops: "FLOPs", saved_bytes: "B", bytes: "B",
+  output_bytes: "B", param_bytes: "B", forward_ms: "ms", self_ms: "ms", backward_ms: "ms",
+  params: "", num_params: ""};
+
+function tgrNumber(value) {
+  const text = value < 99.95 ? value.toFixed(1) : value.toFixed(0);
+  return text.endsWith(".0") ? text.slice(0, -2) : text;
+}
+
 function tgrFormat(name, value) {
   if (value === undefined || value === null || !Number.isFinite(value)) return "";
-  const scaled = (units, base) => {
-    let k = 0;
-    while (Math.abs(value) >= base ** (k + 1) && k < units.length - 1) k++;
-    const shown = value / base ** k;
-    return `${k ? shown.toFixed(shown >= 100 ? 0 : 1) : shown}${units[k]}`;
-  };
-  if (/flops$/.test(name)) return scaled([" FLOPs", " kFLOPs", " MFLOPs", " GFLOPs", " TFLOPs", " PFLOPs"], 1000);
-  if (/bytes$/.test(name)) return scaled([" B", " kB", " MB", " GB", " TB"], 1000);
-  if (/_ms$/.test(name)) return `${value.toFixed(value >= 100 ? 0 : value >= 1 ? 2 : 3)} ms`;
-  if (name === "num_params") return scaled(["", "k", "M", "G"], 1000);
-  return Number.isInteger(value) ? value.toLocaleString("en") : value.toPrecision(3);
+  const unit = TGR_UNITS[name];
+  if (unit === undefined) return String(Number(value.toPrecision(3)));
+  if (unit === "ms") {
+    for (const [limit, word, scale] of [[1000, "s", 1e-3], [1, "ms", 1], [1e-3, "µs", 1e3]]) {
+      if (value >= limit * 0.99995) return `${tgrNumber(value * scale)} ${word}`;
+    }
+    return value === 0 ? "0 ms" : `${tgrNumber(value * 1e6)} ns`;
+  }
+  for (const [limit, prefix] of [[1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"], [1, ""]]) {
+    if (Math.abs(value) >= limit * 0.99995) return `${tgrNumber(value / limit)}${unit ? " " : ""}${prefix}${unit}`;
+  }
+  return `${tgrNumber(value)}${unit ? " " + unit : ""}`;
 }
 
-/* The scale of render/theme.py: ten steps of viridis, logarithmic where every value is
-   positive and they span two decades or more. */
+/* The drawing's scale (render/scale.py): logarithmic where the values span two decades;
+   zeros, which a log scale cannot place, take its lowest colour. */
 function tgrScaleOf(values) {
-  const finite = values.filter((v) => Number.isFinite(v));
-  if (!finite.length) return null;
-  const low = Math.min(...finite), high = Math.max(...finite);
-  return {low, high, log: low > 0 && high >= 100 * low};
+  const found = values.filter((v) => Number.isFinite(v));
+  if (!found.length) return null;
+  const low = Math.min(...found), high = Math.max(...found);
+  const positive = found.filter((v) => v > 0);
+  const logarithmic = (a, b) => a > 0 && b >= 100 * a;
+  if (low === 0 && positive.length && logarithmic(Math.min(...positive), high)) {
+    return {low: Math.min(...positive), high, log: true, zeros: true};
+  }
+  return {low, high, log: logarithmic(low, high), zeros: false};
 }
 
+/* render/theme.py's scale_color: the palette's step for `value`, and its text colour. */
 function tgrColourOf(R, scale, value) {
-  const steps = R.config.colour.scale;
-  let [v, low, high] = [value, scale.low, scale.high];
-  if (scale.log) { v = Math.log10(Math.max(v, low)); low = Math.log10(low); high = Math.log10(high); }
+  const {scale: steps, text} = R.config.colour;
+  let [v, low, high] = [Math.max(value, scale.low), scale.low, scale.high];
+  if (scale.log) { v = Math.log10(v); low = Math.log10(low); high = Math.log10(high); }
   const share = high <= low ? 0 : (v - low) / (high - low);
   const step = Math.min(steps.length - 1, Math.max(0, Math.floor(share * steps.length)));
-  return [steps[step], step < 5 ? "#ffffff" : "#000000"];
+  return [steps[step], text[step]];
 }
 
 function tgrValue(R, i) {
@@ -57,7 +74,6 @@ function tgrColourControl(R) {
 function tgrDecorate(R, fresh) {
   if (!R.svg) return;
   tgrPaintColour(R);
-  if (fresh && R.colourBy) tgrTimeline(R);  // the scale follows what is drawn
   tgrPaintMarks(R);
 }
 
@@ -71,17 +87,18 @@ function tgrPaintColour(R) {
     if (shape) shape.style.fill = shape.style.stroke = shape.style.strokeWidth = "";
     element.querySelectorAll("text").forEach((text) => { text.style.fill = ""; });
   }
-  const drawn = [...R.elements.keys()].filter((i) => tgrValue(R, i) !== undefined);
-  // the scale spans the boxes: a cluster holds them, so its sum would squash them all
-  const boxes = drawn.filter((i) => !R.elements.get(i).classList.contains("cluster"));
-  R.scale = R.colourBy ? tgrScaleOf((boxes.length ? boxes : drawn).map((i) => tgrValue(R, i))) : null;
+  // as the drawing does: a sum (FLOPs, time) paints boxes only, a cluster holding them
+  // would squash them all; a statistic outlines clusters too
+  const sums = R.config.colour.inclusive.includes(R.colourBy);
+  const drawn = [...R.elements.keys()].filter((i) => tgrValue(R, i) !== undefined &&
+    !(sums && R.elements.get(i).classList.contains("cluster")));
+  R.scale = R.colourBy ? tgrScaleOf(drawn.map((i) => tgrValue(R, i))) : null;
   tgrLegend(R);
   if (!R.scale) return;
   for (const i of drawn) {
     const element = R.elements.get(i), shape = tgrShape(element);
     if (!shape) continue;
-    const value = Math.min(R.scale.high, Math.max(R.scale.low, tgrValue(R, i)));
-    const [fill, text] = tgrColourOf(R, R.scale, value);
+    const [fill, text] = tgrColourOf(R, R.scale, tgrValue(R, i));
     element.classList.add("tgr-coloured");
     if (element.classList.contains("cluster")) {
       shape.style.stroke = fill;
@@ -99,13 +116,13 @@ function tgrLegend(R) {
   legend.hidden = !R.scale;
   if (!R.scale) return;
   const name = R.colourBy, low = document.createElement("span"), high = document.createElement("span");
-  low.textContent = tgrFormat(name, R.scale.low);
+  low.textContent = (R.scale.zeros ? "≤ " : "") + tgrFormat(name, R.scale.low);
   high.textContent = tgrFormat(name, R.scale.high) + (R.scale.log ? " (log scale)" : "");
   const ramp = document.createElement("span");
   ramp.className = "tgr-ramp";
   ramp.style.background = `linear-gradient(to right, ${R.config.colour.scale.join(", ")})`;
   legend.append(low, ramp, high);
-  legend.title = `${R.config.colour.headings[name] || name}, over the boxes drawn (a module drawn open is outlined, its value capped to the scale)`;
+  legend.title = `${R.config.colour.headings[name] || name}, over what is drawn`;
 }
 
 /* Search hits drawn as themselves, boxes holding hidden hits (with how many), the current

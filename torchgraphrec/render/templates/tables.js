@@ -113,13 +113,15 @@ function tgrTimeline(R) {
   const passes = [["forward", "t_start_ns", "t_end_ns"], ["backward", "t_backward_start_ns", "t_backward_end_ns"]];
   const drawn = passes.filter(([, start]) => calls.some((i) => R.info[i][start] !== undefined));
   note.textContent = "Recorded times: the recorder's own work is included. Rows are call depth. " +
-    (R.colourBy && R.scale ? `Bars coloured by ${R.config.colour.headings[R.colourBy] || R.colourBy}, on the drawing's scale. ` : "") +
+    (R.colourBy ? `Bars coloured by ${R.config.colour.headings[R.colourBy] || R.colourBy}, as the drawing is, over every call. ` : "") +
     "Click a bar to select the call." + (drawn.length < 2 ? " No backward was recorded." : "");
-  for (const [pass, start, end] of drawn) box.append(tgrTimelinePanel(R, calls, pass, start, end));
+  // the drawing's palette and rule, over the calls the timeline shows
+  const scale = R.colourBy ? tgrScaleOf(calls.map((i) => tgrValue(R, i)).filter((v) => v !== undefined)) : null;
+  for (const [pass, start, end] of drawn) box.append(tgrTimelinePanel(R, calls, pass, start, end, scale));
   tgrMarkRow(R);
 }
 
-function tgrTimelinePanel(R, calls, pass, startKey, endKey) {
+function tgrTimelinePanel(R, calls, pass, startKey, endKey, scale) {
   const ns = R.svg ? R.svg.namespaceURI : document.documentElement.namespaceURI;
   const timed = calls.filter((i) => R.info[i][startKey] !== undefined && R.info[i][endKey] !== undefined);
   const start = Math.min(...timed.map((i) => R.info[i][startKey]));
@@ -144,7 +146,7 @@ function tgrTimelinePanel(R, calls, pass, startKey, endKey) {
     rect.setAttribute("class", `tgr-${pass}`);
     rect.dataset.node = String(i);
     const value = tgrValue(R, i);
-    if (R.scale && value !== undefined) rect.style.fill = tgrColourOf(R, R.scale, Math.min(R.scale.high, Math.max(R.scale.low, value)))[0];
+    if (scale && value !== undefined) rect.style.fill = tgrColourOf(R, scale, value)[0];
     const title = document.createElementNS(ns, "title");
     const ms = pass === "forward" ? a.forward_ms : a.backward_ms;
     title.textContent = `${a.qualname || "(model)"} (${a.type}) ${pass} ${tgrFormat("forward_ms", ms !== undefined ? ms : (to - from) / 1e6)} recorded` +
