@@ -61,6 +61,7 @@ function tgrValue(R, i) {
 function tgrColourControl(R) {
   const select = R.$(".tgr-colour"), colour = R.config.colour;
   for (const name of colour.names) select.add(new Option(colour.headings[name], name));
+  select.closest("label").hidden = !colour.names.length;  // nothing recorded to colour by
   select.value = R.colourBy || "";
   select.addEventListener("change", () => {
     R.colourBy = select.value || null;
