@@ -24,6 +24,7 @@ is shown as ``FAIL:<exception>``; one not installed as ``-`` (``pip install -e "
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import subprocess
@@ -51,7 +52,6 @@ PEERS = ("torchviz", "torchview", "torchlens", "torchrecorder")
 
 def measure(tool: str, model_name: str, mode: str, budget_s: float, clock: str) -> dict:
     """Run in the child process: time one tool on one model in one grad mode."""
-    import gc
     import warnings
 
     import torch
@@ -79,17 +79,17 @@ def measure(tool: str, model_name: str, mode: str, budget_s: float, clock: str) 
         start = time.perf_counter()
         while len(capture_ns) < 7 or (time.perf_counter() - start < budget_s
                                       and len(capture_ns) < 41):
-            plain_ns.append(_one_call(plain, now, gc.collect))
-            capture_ns.append(_one_call(capture, now, gc.collect))
+            plain_ns.append(_one_call(plain, now))
+            capture_ns.append(_one_call(capture, now))
     forward, captured = statistics.median(plain_ns), statistics.median(capture_ns)
     return {"status": "ok", "forward_ms": forward / 1e6, "capture_ms": captured / 1e6,
             "ratio": captured / forward, "samples": len(capture_ns),
             "module_calls": _count_calls(model, case)}
 
 
-def _one_call(thunk: Callable[[], Any], now: Callable[[], int], collect: Callable[[], Any]) -> int:
+def _one_call(thunk: Callable[[], Any], now: Callable[[], int]) -> int:
     """Nanoseconds of one call of ``thunk``, the garbage of earlier calls collected first."""
-    collect()
+    gc.collect()
     start = now()
     thunk()
     return now() - start

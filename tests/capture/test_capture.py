@@ -87,14 +87,17 @@ def test_a_wide_walk_past_the_chain_limit_is_measured_not_refused(
     assert len(nodes_of(graph, "op")) == 22
 
 
+class Chain(nn.Module):
+    """Twenty multiplications one after another: one autograd chain."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(20):
+            x = x * 2
+        return x
+
+
 def test_a_chain_past_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(autograd, "MAX_CHAIN", 5)
-
-    class Chain(nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            for _ in range(20):
-                x = x * 2
-            return x
 
     with pytest.raises(tgr.CaptureError, match="chains more than 5 autograd ops"):
         tgr.record(Chain(), torch.randn(3, requires_grad=True), ops="autograd")
@@ -103,12 +106,6 @@ def test_a_chain_past_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> N
 def test_past_the_chain_limit_torch_ops_record_without_touching_autograd_nodes(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(autograd, "MAX_CHAIN", 5)
-
-    class Chain(nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            for _ in range(20):
-                x = x * 2
-            return x
 
     with pytest.warns(UserWarning, match="no grad_fn names past that depth"):
         graph = tgr.record(Chain(), torch.randn(3, requires_grad=True)).graph
