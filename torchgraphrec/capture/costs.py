@@ -146,54 +146,66 @@ class FlopMode(TorchDispatchMode):
         return out
 
 
+_dispatch_modes: Callable[[], int] = torch._C._len_torch_dispatch_stack
 _PYTHON_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | \
     torch._C.DispatchKeySet(torch._C.DispatchKey.PythonTLSSnapshot)
 
 
 class SavedBytes:
     """Saved-tensor hooks that count the bytes autograd saves for the backward while each
-    op runs, each storage once at its full size, leaving out ``excluded`` storages
-    (parameters, the model's inputs). The tensor is handed on unchanged: to the pair of
-    hooks that was active before (only the innermost pair runs, so the user's own
-    offloading hooks keep working and see every tensor), or kept as autograd would.
+    op runs, each storage once at its full size, leaving out the storages :meth:`push` and
+    :meth:`exclude` are given (parameters, the model's inputs). The tensor is handed on
+    unchanged: to the pair of hooks that was active before (only the innermost pair runs,
+    so the user's own offloading hooks keep working and see every tensor), or kept as
+    autograd would.
     """
 
     def __init__(self, add: Callable[[int], None]) -> None:
         self.add = add
-        self.excluded: set[int] = set()
-        self.seen: set[int] = set()
+        self.done: set[int] = set()  # storages counted already, or never to count
         self._outer: Any = None
         self.active = False
 
-    def push(self) -> bool:
-        """Start counting; ``False`` where PyTorch forbids saved-tensor hooks here."""
+    def push(self, excluded: set[int]) -> bool:
+        """Start counting, leaving out the storages ``excluded`` (which it keeps and adds
+        to); ``False`` where PyTorch forbids saved-tensor hooks here."""
         self._outer = torch._C._autograd._top_saved_tensors_default_hooks(False)
         try:
             torch._C._autograd._push_saved_tensors_default_hooks(self._pack, self._unpack)
         except RuntimeError:  # under torch.autograd.graph.disable_saved_tensors_hooks
             return False
+        self.done = excluded
         self.active = True
         return True
+
+    def exclude(self, tensor: torch.Tensor) -> None:
+        """Leave ``tensor``'s storage out (a model input, say)."""
+        self.done.add(tensor.untyped_storage()._cdata)
 
     def pop(self) -> None:
         """Stop counting."""
         if self.active:
             self.active = False
             torch._C._autograd._pop_saved_tensors_default_hooks()
-        self.seen.clear()
+        self.done = set()
 
     def _pack(self, tensor: torch.Tensor) -> Any:
         storage = tensor.untyped_storage()
         key = storage._cdata
-        if key not in self.seen and key not in self.excluded:
-            self.seen.add(key)
+        if key not in self.done:
+            self.done.add(key)
             self.add(storage.nbytes())
         if self._outer is not None:
             return self._outer[0](tensor)
-        # holding the tensor itself would make a reference cycle; the detach is the
-        # recorder's own, which no dispatch mode (its own FLOP mode, a user's) should see
-        with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEYS):
-            return tensor.detach()
+        if tensor.is_leaf:  # no autograd node of its own: holding it makes no cycle
+            return tensor
+        # holding an op's result itself would make a reference cycle through its node; the
+        # detach is the recorder's own, which no dispatch mode (its own FLOP mode, a
+        # user's) should see, and hiding it from them costs more than the detach
+        if _dispatch_modes():
+            with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEYS):
+                return tensor.detach()
+        return tensor.detach()
 
     def _unpack(self, packed: Any) -> torch.Tensor:
         if self._outer is not None:

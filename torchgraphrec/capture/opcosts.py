@@ -7,6 +7,8 @@ from typing import Any, Callable
 
 import networkx as nx
 import torch
+from torch import nn
+from torch.nn.parameter import is_lazy
 
 from torchgraphrec.capture.costs import FlopMode, SavedBytes
 
@@ -14,6 +16,19 @@ __all__ = ["OpCosts"]
 
 #: -1 outside a backward pass.
 _graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
+
+
+def _storages_of(modules: list[nn.Module]) -> set[int]:
+    """The storages of the parameters and buffers ``modules`` hold (as the table found
+    them: a walk of ``model.parameters()`` again costs more than the forward of a small
+    layer)."""
+    found = set()
+    for module in modules:
+        for tensors in (module._parameters, module._buffers):
+            for tensor in tensors.values():
+                if tensor is not None and not is_lazy(tensor):
+                    found.add(tensor.untyped_storage()._cdata)
+    return found
 
 
 class OpCosts:
@@ -54,10 +69,8 @@ class OpCosts:
         self._first_op = len(self.capture.events.ops)
         if not torch.is_grad_enabled():
             return
-        table = self.capture.table
-        self.saved_bytes.excluded = {tensor.untyped_storage()._cdata for tensor in
-                                     (*table.model.parameters(), *table.model.buffers())}
-        if not self.saved_bytes.push() and not self._warned:
+        if not self.saved_bytes.push(_storages_of(self.capture.table.modules)) \
+                and not self._warned:
             self._warned = True
             warnings.warn("saved-tensor hooks are disabled here (torch.autograd.graph."
                           "disable_saved_tensors_hooks): recorded without saved_bytes",
@@ -70,7 +83,7 @@ class OpCosts:
 
     def _input(self, tensor: torch.Tensor) -> None:
         if self.saved_bytes.active:
-            self.saved_bytes.excluded.add(tensor.untyped_storage()._cdata)
+            self.saved_bytes.exclude(tensor)
 
     def _add_flops(self, count: int) -> None:
         if _graph_task_id() >= 0:

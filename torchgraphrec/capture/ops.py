@@ -125,11 +125,13 @@ class OpMode(TorchFunctionMode):
                 _scan((value,), inputs, plain)
             else:
                 plain.append(value)
-        plain_kwargs = kwargs
-        if kwargs:
-            values: list = []
-            _scan(kwargs.values(), inputs, values)
-            plain_kwargs = dict(zip(kwargs, values))
+        plain_kwargs = kwargs  # a new dict per call: kept as it is where it holds no tensor
+        for value in kwargs.values():
+            if isinstance(value, _Tensor) or type(value) in _SEQUENCES:
+                values: list = []
+                _scan(kwargs.values(), inputs, values)
+                plain_kwargs = dict(zip(kwargs, values))
+                break
         versions = []
         for tensor in inputs:
             try:

@@ -91,10 +91,11 @@ class CaptureState:
         if node is not None:
             if is_lazy(tensor):
                 raise Uninitialized(node)
-            params = self.events.params
-            if node not in params:  # described as the forward first used it
-                params[node] = (call, self.events.next_seq(), tensor.shape, tensor.dtype,
-                                tensor.requires_grad)
+            events = self.events
+            if node not in events.params:  # described as the forward first used it
+                events.seq += 1
+                events.params[node] = (call, events.seq, tensor.shape, tensor.dtype,
+                                       tensor.requires_grad)
             self.values.set(tensor, version, node, None)
             return node
         earlier = self.values.from_earlier(tensor)
