@@ -21,16 +21,18 @@ __all__ = ["CallTracker", "kwargs_from_frame"]
 _Tensor = torch.Tensor
 _now = time.perf_counter_ns
 _thread_id = threading.get_ident
+_frame = sys._getframe
 _autograd_number: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
 #: -1 outside a backward pass; module calls made during one (checkpoint recomputation)
 #: are part of the backward, not new forward calls.
 _graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
 
 
-def _caller_kwargs() -> Optional[dict]:
-    """The keyword arguments of the module call whose global pre-hook called the caller."""
-    kwargs = sys._getframe(2).f_locals.get("kwargs")
-    return kwargs if type(kwargs) is dict else None
+def _call_kwargs(hook_frame: Any) -> dict:
+    """The keyword arguments of the module call whose global pre-hook runs in ``hook_frame``
+    (``{}`` where its caller holds none)."""
+    kwargs = hook_frame.f_back.f_locals.get("kwargs")
+    return kwargs if type(kwargs) is dict else {}
 
 
 @functools.lru_cache(maxsize=None)
@@ -48,7 +50,7 @@ def kwargs_from_frame() -> bool:
 
     def look(module: torch.nn.Module, args: tuple) -> None:
         if module is probe:
-            found.append(_caller_kwargs())
+            found.append(_call_kwargs(sys._getframe()))
 
     handle = torch_module.register_module_forward_pre_hook(look)
     try:
@@ -127,7 +129,7 @@ class CallTracker:
         if module_index is None:
             return
         if kwargs is None:
-            kwargs = _caller_kwargs() or {}
+            kwargs = _call_kwargs(_frame())
         quiet = self._quiet
         quiet.__enter__()
         try:

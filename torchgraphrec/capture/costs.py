@@ -153,15 +153,16 @@ _PYTHON_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | \
 
 class SavedBytes:
     """Saved-tensor hooks that count the bytes autograd saves for the backward while each
-    op runs, each storage once at its full size, leaving out the storages :meth:`push` and
+    op of ``ops`` runs (into :attr:`by_op`), each storage once at its full size, leaving out the storages :meth:`push` and
     :meth:`exclude` are given (parameters, the model's inputs). The tensor is handed on
     unchanged: to the pair of hooks that was active before (only the innermost pair runs,
     so the user's own offloading hooks keep working and see every tensor), or kept as
     autograd would.
     """
 
-    def __init__(self, add: Callable[[int], None]) -> None:
-        self.add = add
+    def __init__(self, ops: list) -> None:
+        self._ops = ops  # the ops recorded so far: the one running is the next
+        self.by_op: dict[int, int] = {}  # op index -> bytes saved while it ran
         self.done: set[int] = set()  # storages counted already, or never to count
         self._outer: Any = None
         self.active = False
@@ -194,7 +195,8 @@ class SavedBytes:
         key = storage._cdata
         if key not in self.done:
             self.done.add(key)
-            self.add(storage.nbytes())
+            index = len(self._ops)
+            self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
         if self._outer is not None:
             return self._outer[0](tensor)
         if tensor.is_leaf:  # no autograd node of its own: holding it makes no cycle

@@ -44,10 +44,9 @@ class OpCosts:
         self.capture = capture
         self.flops: dict[int, int] = {}
         self.backward_flops: dict[str, int] = {}
-        self.saved: dict[int, int] = {}
         self.counting_flops = flops
         self.flop_mode = FlopMode(self._add_flops) if flops else None
-        self.saved_bytes = SavedBytes(self._add_saved)
+        self.saved_bytes = SavedBytes(capture.events.ops)
         self._counted_saved: set[int] = set()  # the ops of forwards that counted saved bytes
         self._first_op = 0
         self._warned = False
@@ -95,17 +94,13 @@ class OpCosts:
             index = len(self.capture.events.ops)
             self.flops[index] = self.flops.get(index, 0) + count
 
-    def _add_saved(self, count: int) -> None:
-        index = len(self.capture.events.ops)
-        self.saved[index] = self.saved.get(index, 0) + count
-
     def of_op(self, index: int) -> dict[str, int]:
         """The cost attributes of op ``index``."""
         found = {}
         if self.counting_flops:
             found["flops"] = self.flops.get(index, 0)
         if index in self._counted_saved:
-            found["saved_bytes"] = self.saved.get(index, 0)
+            found["saved_bytes"] = self.saved_bytes.by_op.get(index, 0)
         return found
 
     def annotate(self, graph: nx.DiGraph) -> None:
