@@ -37,6 +37,9 @@ class ChainGuard:
         self.events = events  # its boundary edges say which op made which tensor node
         self.limit = autograd.MAX_CHAIN if limit is None else limit
         self.first_number = -1
+        #: an op whose autograd numbers end at or below this is admitted without asking
+        #: (the count bound holds); -1 once chains are followed
+        self.admitted_below = -1
         self.too_deep = False  # a chain passed the limit: no node may be touched any more
         self._depths: dict[int, int] = {}  # op index -> depth, once past the count bound
         self._tensors: dict[int, int] = {}  # tensor index -> the op that produced it
@@ -46,6 +49,7 @@ class ChainGuard:
         """Begin a forward, counting from autograd's next sequence number ``number``
         (chains that run on from one top-level forward into the next are not followed)."""
         self.first_number = number
+        self.admitted_below = number + self.limit
         self.too_deep = self._following = False
         self._depths.clear()
         self._tensors.clear()
@@ -67,6 +71,7 @@ class ChainGuard:
     def _follow(self, ops: Sequence[tuple], number: int) -> None:
         """Work out the depths of the forward's ops recorded so far, in order."""
         self._following = True
+        self.admitted_below = -1
         self._learn_producers()
         for index in range(len(ops)):
             op = ops[index]

@@ -199,8 +199,12 @@ class OpMode(TorchFunctionMode):
                     except RuntimeError:
                         version = -1
                     current[id(tensor)] = (_ref(tensor), version, index, None)
-            readable = self._chains.admit(refs, number, made, ops) if made else \
-                not self._chains.too_deep  # see ChainGuard
+            chains = self._chains  # see ChainGuard; its first test inline, as it nearly always holds
+            if made:
+                readable = number + made <= chains.admitted_below or \
+                    chains.admit(refs, number, made, ops)
+            else:
+                readable = not chains.too_deep
             grad_fn = first.grad_fn if readable else None
             try:
                 shape = first.shape
