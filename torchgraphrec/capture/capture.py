@@ -70,10 +70,12 @@ class Capture:
                                    "constant" if self.mode else None)
         self.tracker.call_edges = self.ops == "none"
         if self.mode is not None:
-            aten = AtenMode(self.state)
-            self.mode.on_failure = aten.on_failure = self.tracker.fail
+            self.mode.on_failure = self.tracker.fail
             fast = {i for i, m in enumerate(self.table.modules) if isinstance(m, FAST_PATH_TYPES)}
-            self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
+            if fast:  # the switch is asked at the end of every call: only where it can act
+                aten = AtenMode(self.state)
+                aten.on_failure = self.tracker.fail
+                self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
         self.tracker.keep_grad_fns = backward and self.ops == "torch"
         self.clock = BackwardClock() if backward else None
         self.first_only = first_only
