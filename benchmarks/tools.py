@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import time
+import weakref
+
 import torch
 import torch.utils._python_dispatch
 from torch.nn.modules import module as torch_module
@@ -105,6 +108,54 @@ def floor_hooks_and_mode(model: torch.nn.Module, args: tuple, kwargs: dict) -> T
     return run
 
 
+class _NotingMode(torch.overrides.TorchFunctionMode):
+    """Notes each op's function, its tensor arguments' ids and versions, and its result's
+    id, shape and dtype; keeps the result by weak reference (as any recorder must, to tell
+    a reused id apart)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list = []
+        self.results: dict = {}
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        inputs = [(id(a), a._version) for a in args if isinstance(a, torch.Tensor)]
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, torch.Tensor):
+            self.results[id(out)] = (weakref.ref(out), len(self.ops))
+            self.ops.append((func, inputs, out.shape, out.dtype, time.perf_counter_ns()))
+        return out
+
+
+def floor_noting(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    """Global hooks and a torch-function mode that only append what each call and op took
+    and made to lists: the least a Python recorder of every op can do, before naming or
+    building anything."""
+    def run() -> Any:
+        calls: list = []
+        stack: list = []
+
+        def pre(module: torch.nn.Module, inputs: tuple) -> None:
+            stack.append(len(calls))
+            calls.append([id(module), [id(x) for x in inputs if isinstance(x, torch.Tensor)],
+                          None, time.perf_counter_ns()])
+
+        def post(module: torch.nn.Module, inputs: tuple, given: dict, output: Any) -> None:
+            calls[stack.pop()][2] = id(output)
+
+        handles = [torch_module.register_module_forward_pre_hook(pre),
+                   torch_module.register_module_forward_hook(post, with_kwargs=True,
+                                                             always_call=True)]
+        try:
+            with _NotingMode():
+                return model(*args, **kwargs)
+        finally:
+            for handle in handles:
+                handle.remove()
+    return run
+
+
 class _NoopDispatchMode(torch.utils._python_dispatch.TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: dict | None = None) -> Any:
@@ -126,6 +177,7 @@ TOOLS: dict[str, Callable[..., Thunk]] = {
     "flop_counter": flop_counter_capture,
     "floor:hooks": floor_global_hooks,
     "floor:hooks+mode": floor_hooks_and_mode,
+    "floor:noting": floor_noting,
     "floor:dispatch": floor_dispatch_mode,
     "torchviz": torchviz_capture,
     "torchview": torchview_capture,
