@@ -29,9 +29,7 @@ def build_graph(events: Events, table: ModuleTable, namer: Namer, ops: str, *,
     # a forward still running (the graph read from a hook) has unnamed calls: the graph
     # shows the forwards finished so far
     calls = [call for call in events.calls if call.node_id]
-    num_params = table.all_num_params() if calls else []
-    param_bytes = table.all_num_params(in_bytes=True) if calls else []
-    trainable = table.all_num_params(trainable=True) if calls else []
+    num_params, param_bytes, trainable = table.param_totals() if calls else ([], [], [])
     for call in calls:
         call.attrs["num_params"] = num_params[call.module]
         call.attrs["param_bytes"] = param_bytes[call.module]
@@ -45,18 +43,21 @@ def build_graph(events: Events, table: ModuleTable, namer: Namer, ops: str, *,
 
 def _params(events: Events, table: ModuleTable, namer: Namer) -> list[tuple[str, Attrs]]:
     found = []
+    calls, first_call, owners, buffers = events.calls, namer.first_call, table.tensor_owner, \
+        table.buffers
+    describe = namer.describe
     for node_id, (first_user, seq, shape, dtype, requires_grad) in events.params.items():
-        owner = namer.first_call.get(table.tensor_owner[node_id], first_user)
-        parent = events.calls[owner] if owner >= 0 else None
+        owner = first_call.get(owners[node_id], first_user)
+        parent = calls[owner] if owner >= 0 else None
         if parent is not None and not parent.node_id:
             continue  # first used by a forward still running: shown once it ends
         qualname = node_id.removeprefix("param:")
+        plain = describe.shape(shape)
         found.append((node_id, {
             "kind": "param", "label": qualname, "parent": parent.node_id if parent else None,
             "depth": parent.depth + 1 if parent else 0, "seq": seq, "qualname": qualname,
-            "shape": namer.describe.shape(shape), "dtype": namer.describe.name(dtype),
-            "requires_grad": requires_grad, "buffer": node_id in table.buffers,
-            "bytes": namer.describe.nbytes(namer.describe.shape(shape), dtype),
+            "shape": plain, "dtype": describe.name(dtype), "requires_grad": requires_grad,
+            "buffer": node_id in buffers, "bytes": describe.nbytes(plain, dtype),
         }))
     return found
 
