@@ -112,6 +112,11 @@ def _add_self_times(attrs_of: dict[Any, Attrs], layers: list[tuple[Any, Attrs]],
     """``self_ms`` and ``output_bytes`` on layer calls."""
     for node, attrs in layers:
         attrs["self_ms"] = max(0.0, attrs["forward_ms"] - inner.get(node, 0.0))
-        sizes = [attrs_of[t].get("bytes") for t in attrs.get("outputs", ()) if t in attrs_of]
+        outputs = attrs.get("outputs", ())
+        if len(outputs) == 1:  # the usual call: no comprehension (a call of its own)
+            output = attrs_of.get(outputs[0])
+            sizes = [] if output is None else [output.get("bytes")]
+        else:
+            sizes = [attrs_of[t].get("bytes") for t in outputs if t in attrs_of]
         if sizes and None not in sizes:
             attrs["output_bytes"] = sum(sizes)

@@ -36,30 +36,9 @@ def build_graph(events: Events, table: ModuleTable, namer: Namer, ops: str, *,
         call.attrs["trainable_params"] = trainable[call.module]
     nodes = [(call.node_id, call.attrs) for call in calls]
     nodes += events.nodes
-    nodes += _params(events, table, namer)
+    nodes += namer.param_nodes()
     _fill(graph, nodes, events.edges, share)
     return graph
-
-
-def _params(events: Events, table: ModuleTable, namer: Namer) -> list[tuple[str, Attrs]]:
-    found = []
-    calls, first_call, owners, buffers = events.calls, namer.first_call, table.tensor_owner, \
-        table.buffers
-    describe = namer.describe
-    for node_id, (first_user, seq, shape, dtype, requires_grad) in events.params.items():
-        owner = first_call.get(owners[node_id], first_user)
-        parent = calls[owner] if owner >= 0 else None
-        if parent is not None and not parent.node_id:
-            continue  # first used by a forward still running: shown once it ends
-        qualname = node_id.removeprefix("param:")
-        plain = describe.shape(shape)
-        found.append((node_id, {
-            "kind": "param", "label": qualname, "parent": parent.node_id if parent else None,
-            "depth": parent.depth + 1 if parent else 0, "seq": seq, "qualname": qualname,
-            "shape": plain, "dtype": describe.name(dtype), "requires_grad": requires_grad,
-            "buffer": node_id in buffers, "bytes": describe.nbytes(plain, dtype),
-        }))
-    return found
 
 
 def _fill(graph: nx.DiGraph, nodes: list[tuple[str, Attrs]],

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from math import prod
 from typing import Any, ClassVar
 
-from torchgraphrec.capture.events import Events, Ref
+from torchgraphrec.capture.events import Attrs, Events, Ref
 from torchgraphrec.capture.opnames import TENSOR, op_args_text
 from torchgraphrec.capture.tables import ModuleTable
 
@@ -72,7 +72,8 @@ class Namer:
     Node ids depend only on names and counters, so two recordings of the same model and
     inputs give the same ids. Calls keep their attrs on their records (``num_params`` is
     counted when the graph is built); tensor and op nodes and all edges go to
-    :attr:`Events.nodes` and :attr:`Events.edges`.
+    :attr:`Events.nodes` and :attr:`Events.edges`. Param nodes are described when the
+    graph is built (:meth:`param_nodes`).
     """
 
     def __init__(self, table: ModuleTable, events: Events, nested: set[int]) -> None:
@@ -187,22 +188,26 @@ class Namer:
                 attrs.update(costs(index))
             nodes.append((node_id, attrs))
             t_ns = t_edges - t0
-            seen: set = set()
-            for ref in refs:
-                source = ref if type(ref) is str else (ids[ref] if ref >= 0 else tensor_ids[~ref])
-                if source in seen:
-                    continue
-                seen.add(source)
+            # one edge per distinct source (a ref names one source, and its kind follows)
+            for ref in (refs if len(refs) < 2 else dict.fromkeys(refs)):
                 seq += 1
-                edges.append((source, node_id, {
-                    "kind": "param" if type(ref) is str else "flow", "seq": seq, "t_ns": t_ns}))
+                if type(ref) is str:
+                    edges.append((ref, node_id, {"kind": "param", "seq": seq, "t_ns": t_ns}))
+                else:
+                    edges.append((ids[ref] if ref >= 0 else tensor_ids[~ref], node_id,
+                                  {"kind": "flow", "seq": seq, "t_ns": t_ns}))
 
     def _name_boundary_edges(self) -> None:
-        events = self.events
+        events, ops, tensors = self.events, self.op_ids, self.tensor_ids
         edges, ref_id, t0 = events.edges, self.ref_id, events.t0
         for source, target, seq, t in events.boundary_edges:
-            edges.append((ref_id(source), ref_id(target), {"kind": "flow", "seq": seq,
-                                                           "t_ns": t - t0}))
+            # inline for the usual edge, op -> tensor: this runs for every tensor node
+            if type(source) is int and source >= 0 and type(target) is int and target < 0:
+                edges.append((ops[source], tensors[~target],
+                              {"kind": "flow", "seq": seq, "t_ns": t - t0}))
+            else:
+                edges.append((ref_id(source), ref_id(target),
+                              {"kind": "flow", "seq": seq, "t_ns": t - t0}))
         events.boundary_edges.clear()
 
     def _name_call_ends(self) -> None:
@@ -219,3 +224,29 @@ class Namer:
                 else:
                     attrs[key] = tuple(dict.fromkeys([self.ref_id(ref) for ref in refs]))
         self._named_calls = len(calls)
+
+    def param_nodes(self) -> list[tuple[str, Attrs]]:
+        """The param nodes of the parameters and buffers used so far, each described as it is
+        now, under the first call of its module (or of the call that first used it)."""
+        events, table, describe = self.events, self.table, self.describe
+        calls, first_call, owners, buffers = events.calls, self.first_call, table.tensor_owner, \
+            table.buffers
+        # the describer's caches read inline: this runs for every parameter and buffer
+        shapes, type_names, item_sizes = Describer._shapes, Describer._names, Describer._sizes
+        found = []
+        for node_id, (first_user, seq, shape, dtype, requires_grad) in events.params.items():
+            owner = first_call.get(owners[node_id], first_user)
+            parent = calls[owner] if owner >= 0 else None
+            if parent is not None and not parent.node_id:
+                continue  # first used by a forward still running: shown once it ends
+            qualname = node_id.removeprefix("param:")
+            plain = (shapes.get(shape) or describe.shape_and_label(shape))[0]
+            found.append((node_id, {
+                "kind": "param", "label": qualname,
+                "parent": parent.node_id if parent else None,
+                "depth": parent.depth + 1 if parent else 0, "seq": seq, "qualname": qualname,
+                "shape": plain, "dtype": type_names.get(dtype) or describe.name(dtype),
+                "requires_grad": requires_grad, "buffer": node_id in buffers,
+                "bytes": prod(plain) * (item_sizes.get(dtype) or describe.item_size(dtype)),
+            }))
+        return found

@@ -107,6 +107,7 @@ _REPR_TYPES = frozenset({int, float, bool, str, type(None)})
 
 #: Exact types of the usual non-number arguments (sizes, dims, dtypes), looked up first.
 _SEQUENCE_TYPES = frozenset({tuple, list, torch.Size})
+_HASHABLE_SEQUENCES = frozenset({tuple, torch.Size})
 _NAMED_TYPES = frozenset({torch.dtype, torch.device})
 
 
@@ -232,15 +233,15 @@ _TEXTS_LIMIT = 4096
 
 
 def _exact_types(values: Iterable) -> tuple | None:
-    """The exact type of each value (and of each item of a tuple or list), or ``None`` where
-    equal values of these types may have different texts: with their types, equal
-    arguments have one text (1 == 1.0 == True does not)."""
+    """The exact type of each value (and of each item of a tuple), or ``None`` where equal
+    values of these types may have different texts or are not hashable: with their types,
+    equal arguments have one text (1 == 1.0 == True does not)."""
     types: list = []
     for value in values:
         kind = type(value)
         if kind in _KEY_TYPES or (kind is float and value):
             types.append(kind)
-        elif kind in _SEQUENCE_TYPES:
+        elif kind in _HASHABLE_SEQUENCES:
             inner = _exact_types(value)
             if inner is None:
                 return None
@@ -266,7 +267,7 @@ def op_args_text(name: str, func: Any, args: tuple, kwargs: dict) -> str:
     key = (name, func, args, tuple(kwargs.items()), types)
     try:
         text = _TEXTS.get(key)
-    except TypeError:  # a list argument, an unhashable function
+    except TypeError:  # an unhashable function
         return args_text(name, args, given_kwargs(func, kwargs))
     if text is None:
         if len(_TEXTS) >= _TEXTS_LIMIT:
