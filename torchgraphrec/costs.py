@@ -94,8 +94,9 @@ def _add_times(timed: list[Attrs]) -> dict[Any, float]:
     children's ``forward_ms`` sum (in the graph's order: the same float sum each time)."""
     inner: dict[Any, float] = {}
     for attrs in timed:
-        # max(0, end - start) / 1 ms, inline: this runs for every layer call and op
-        forward = attrs["forward_ms"] = max(0, attrs["t_end_ns"] - attrs["t_start_ns"]) / _NS_PER_MS
+        # max(0, end - start) in ms, inline: this runs for every layer call and op
+        forward = max(0, attrs["t_end_ns"] - attrs["t_start_ns"]) / _NS_PER_MS
+        attrs["forward_ms"] = forward
         if "t_backward_start_ns" in attrs:
             attrs["backward_ms"] = max(
                 0, attrs["t_backward_end_ns"] - attrs["t_backward_start_ns"]) / _NS_PER_MS

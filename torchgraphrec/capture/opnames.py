@@ -105,9 +105,9 @@ TENSOR = _TensorMark()
 _REPR_TYPES = frozenset({int, float, bool, str, type(None)})
 
 
-#: Exact types of the usual non-number arguments (sizes, dims, dtypes), looked up first.
+#: Exact types of the usual non-number arguments (sizes, dtypes, devices), looked up first
+#: (dtypes and devices cannot be subclassed).
 _SEQUENCE_TYPES = frozenset({tuple, list, torch.Size})
-_HASHABLE_SEQUENCES = frozenset({tuple, torch.Size})
 _NAMED_TYPES = frozenset({torch.dtype, torch.device})
 
 
@@ -123,8 +123,6 @@ def _value_text(value: Any) -> str:
         return "t"
     if isinstance(value, float):
         return repr(value)  # the shortest text that reads back the same: 0.1, 4.0, 1e-05
-    if isinstance(value, (torch.dtype, torch.device)):
-        return str(value).replace("torch.", "")
     if isinstance(value, slice):
         parts = ["" if part is None else _value_text(part)
                  for part in (value.start, value.stop, value.step)]
@@ -226,8 +224,10 @@ def args_text(name: str, args: tuple, kwargs: dict) -> str:
     return text if len(text) <= MAX_ARGS_TEXT else text[:MAX_ARGS_TEXT - 1] + "…"
 
 
-#: Types whose equal values always have the same text (and floats but their zeros: -0.0 == 0.0).
+#: Types whose equal values always have the same text (and floats but their zeros: -0.0 == 0.0),
+#: and the hashable sequences of them.
 _KEY_TYPES = frozenset({int, str, bool, type(None), _TensorMark})
+_HASHABLE_SEQUENCES = frozenset({tuple, torch.Size})
 _TEXTS: dict[tuple, str] = {}  # op_args_text's texts by (name, func, arguments, their types)
 _TEXTS_LIMIT = 4096
 

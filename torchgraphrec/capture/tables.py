@@ -77,7 +77,7 @@ class ModuleTable:
         """
         try:
             return " ".join(str(self.modules[index].extra_repr()).split())
-        except Exception:  # noqa: BLE001 (a user's extra_repr may fail on a half-built module)
+        except Exception:  # noqa: BLE001 - a user's extra_repr may fail on a half-built module
             return ""
 
     def module_by_qualname(self, qualname: str) -> int | None:
