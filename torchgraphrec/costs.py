@@ -9,15 +9,13 @@ from typing import Any
 
 import networkx as nx
 
-__all__ = ["add_costs", "SUMMED"]
+__all__ = ["SUMMED", "add_costs"]
 
 #: Op attributes a layer call sums over everything inside it.
 SUMMED = ("flops", "backward_flops", "saved_bytes")
 _NS_PER_MS = 1e6
 
-
-def _ms(start: Any, end: Any) -> float:
-    return max(0, end - start) / _NS_PER_MS
+Attrs = dict[str, Any]
 
 
 def add_costs(graph: nx.DiGraph) -> nx.DiGraph:
@@ -38,46 +36,88 @@ def add_costs(graph: nx.DiGraph) -> nx.DiGraph:
     >>> g.graph["flops"]
     48
     """
-    nodes = graph.nodes
-    _sum_up(graph)
-    inner: dict[Any, float] = {}
-    for node, attrs in graph.nodes(data=True):
-        if attrs["kind"] not in ("layer", "op"):
-            continue
-        attrs["forward_ms"] = _ms(attrs["t_start_ns"], attrs["t_end_ns"])
-        if "t_backward_start_ns" in attrs:
-            attrs["backward_ms"] = _ms(attrs["t_backward_start_ns"], attrs["t_backward_end_ns"])
-        if attrs["parent"] is not None:
-            inner[attrs["parent"]] = inner.get(attrs["parent"], 0.0) + attrs["forward_ms"]
-    for node, attrs in graph.nodes(data=True):
-        if attrs["kind"] == "op":
-            attrs["self_ms"] = attrs["forward_ms"]
-        elif attrs["kind"] == "layer":
-            attrs["self_ms"] = max(0.0, attrs["forward_ms"] - inner.get(node, 0.0))
-            sizes = [nodes[t].get("bytes") for t in attrs.get("outputs", ()) if t in nodes]
-            if sizes and all(size is not None for size in sizes):
-                attrs["output_bytes"] = sum(sizes)
+    # networkx's own node dict: a lookup there costs a fraction of one through graph.nodes
+    attrs_of: dict[Any, Attrs] = graph._node
+    layers: list[tuple[Any, Attrs]] = []
+    ops: list[Attrs] = []
+    timed: list[Attrs] = []  # layers and ops, in the graph's order
+    for node, attrs in attrs_of.items():
+        kind = attrs["kind"]
+        if kind == "layer":
+            layers.append((node, attrs))
+            timed.append(attrs)
+        elif kind == "op":
+            ops.append(attrs)
+            timed.append(attrs)
+    # a set, filled in this order, as before: its order is the order of the added keys
+    recorded = {name for attrs in ops for name in SUMMED if name in attrs}
+    if recorded:
+        graph.graph.update(_sum_up(attrs_of, layers, ops, recorded))
+    inner = _add_times(timed)
+    _add_self_times(attrs_of, layers, inner)
     return graph
 
 
-def _sum_up(graph: nx.DiGraph) -> None:
-    """Each op's :data:`SUMMED` values into every layer call around it, and the totals."""
-    nodes = graph.nodes
+def _sum_up(attrs_of: dict[Any, Attrs], layers: list[tuple[Any, Attrs]], ops: list[Attrs],
+            recorded: set[str]) -> dict[str, int]:
+    """Each op's ``recorded`` values into every layer call around it; returns the totals."""
+    for _, attrs in layers:  # a recorded cost is there on every call, 0 where nothing ran
+        for name in recorded:
+            attrs[name] = 0
     totals: dict[str, int] = {}
-    recorded = {name for _, attrs in graph.nodes(data=True) if attrs["kind"] == "op"
-                for name in SUMMED if name in attrs}
-    for name in recorded:  # a recorded cost is there on every call, 0 where nothing ran
-        for _, attrs in graph.nodes(data=True):
-            if attrs["kind"] == "layer":
-                attrs[name] = 0
-    for _, attrs in graph.nodes(data=True):
-        if attrs["kind"] != "op":
-            continue
+    chains: dict[Any, list[Attrs]] = {}  # parent id -> the attrs of it and its ancestors
+    for attrs in ops:
         for name in recorded:
             value = attrs.setdefault(name, 0)
             totals[name] = totals.get(name, 0) + value
-            parent = attrs["parent"]
-            while value and parent is not None:
-                nodes[parent][name] += value
-                parent = nodes[parent]["parent"]
-    graph.graph.update(totals)
+            if value:
+                parent = attrs["parent"]
+                chain = chains.get(parent)
+                if chain is None:
+                    chain = chains[parent] = _ancestors(attrs_of, parent)
+                for layer in chain:
+                    layer[name] += value
+    return totals
+
+
+def _ancestors(attrs_of: dict[Any, Attrs], parent: Any) -> list[Attrs]:
+    chain = []
+    while parent is not None:
+        attrs = attrs_of[parent]
+        chain.append(attrs)
+        parent = attrs["parent"]
+    return chain
+
+
+def _add_times(timed: list[Attrs]) -> dict[Any, float]:
+    """``forward_ms``, ``backward_ms``, and ``self_ms`` on ops; returns each parent's
+    children's ``forward_ms`` sum (in the graph's order: the same float sum each time)."""
+    inner: dict[Any, float] = {}
+    for attrs in timed:
+        # max(0, end - start) in ms, inline: this runs for every layer call and op
+        forward = max(0, attrs["t_end_ns"] - attrs["t_start_ns"]) / _NS_PER_MS
+        attrs["forward_ms"] = forward
+        if "t_backward_start_ns" in attrs:
+            attrs["backward_ms"] = max(
+                0, attrs["t_backward_end_ns"] - attrs["t_backward_start_ns"]) / _NS_PER_MS
+        if attrs["kind"] == "op":
+            attrs["self_ms"] = forward
+        parent = attrs["parent"]
+        if parent is not None:
+            inner[parent] = inner.get(parent, 0.0) + forward
+    return inner
+
+
+def _add_self_times(attrs_of: dict[Any, Attrs], layers: list[tuple[Any, Attrs]],
+                    inner: dict[Any, float]) -> None:
+    """``self_ms`` and ``output_bytes`` on layer calls."""
+    for node, attrs in layers:
+        attrs["self_ms"] = max(0.0, attrs["forward_ms"] - inner.get(node, 0.0))
+        outputs = attrs.get("outputs", ())
+        if len(outputs) == 1:  # the usual call: no comprehension (a call of its own)
+            output = attrs_of.get(outputs[0])
+            sizes = [] if output is None else [output.get("bytes")]
+        else:
+            sizes = [attrs_of[t].get("bytes") for t in outputs if t in attrs_of]
+        if sizes and None not in sizes:
+            attrs["output_bytes"] = sum(sizes)

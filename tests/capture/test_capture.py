@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 import torch
@@ -10,12 +11,12 @@ from torch import nn
 
 import torchgraphrec as tgr
 from helpers import hook_state, nodes_of
-from models import Raising
+from models import Raising, make, resnet_like
 from torchgraphrec.capture import autograd
 from torchgraphrec.capture.autograd import place
 from torchgraphrec.capture.naming import Describer, Namer
 from torchgraphrec.capture.structures import flatten_tensors
-from torchgraphrec.capture.tables import ModuleTable
+from torchgraphrec.capture.tables import ModuleTable, _named_modules
 
 
 @dataclasses.dataclass
@@ -147,13 +148,49 @@ def test_the_graph_read_inside_a_forward_shows_the_forwards_finished_so_far() ->
 def test_num_params_counts_nested_parameters_once_each() -> None:
     inner = nn.Sequential(nn.Linear(3, 4), nn.Sequential(nn.Linear(4, 2)))
     model = nn.Sequential(inner, nn.ReLU(), nn.Linear(2, 3))
+    model[2].requires_grad_(False)
+    model[0][0].half()
     table = ModuleTable(model)
-    expected = [sum(p.numel() for p in module.parameters()) for module in table.modules]
-    assert table.all_num_params() == expected
-    assert expected[0] == 16 + 10 + 9
+    counts, sizes, trainable = table.param_totals()
+    assert counts == [sum(p.numel() for p in module.parameters()) for module in table.modules]
+    assert sizes == [sum(p.numel() * p.element_size() for p in module.parameters())
+                     for module in table.modules]
+    assert trainable == [sum(p.numel() for p in module.parameters() if p.requires_grad)
+                         for module in table.modules]
+    assert counts[0] == 16 + 10 + 9
+    assert sizes[0] == 2 * 16 + 4 * (10 + 9) and trainable[0] == 16 + 10
 
     model[2].bias = inner[0].bias  # tied: one parameter under two names counts once
-    assert ModuleTable(model).all_num_params()[0] == 16 + 10 + 6
+    assert ModuleTable(model).param_totals()[0][0] == 16 + 10 + 6
+
+
+class _OwnNamedModules(nn.Sequential):
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True):  # type: ignore[no-untyped-def]
+        yield prefix + "custom", self
+
+
+def _shared_and_empty() -> nn.Module:
+    shared = nn.Linear(2, 2)
+    model = nn.Sequential(shared, nn.Sequential(nn.ReLU(), shared), nn.ModuleDict({"a": shared}))
+    model.register_module("empty", None)
+    model.add_module("again", model[1])
+    return model
+
+
+@pytest.mark.parametrize("build", [
+    _shared_and_empty,
+    lambda: nn.Sequential(nn.Linear(2, 2), _OwnNamedModules(nn.ReLU())),
+    lambda: _OwnNamedModules(nn.ReLU()),
+    lambda: make("transformer_encoder").model,
+    lambda: resnet_like().model,
+])
+def test_the_module_table_lists_modules_as_named_modules_does(build: Any) -> None:
+    model = build()
+    assert [(name, id(module)) for name, module in _named_modules(model)] == \
+        [(name, id(module)) for name, module in model.named_modules()]
+    table = ModuleTable(model)
+    assert table.qualnames == [name for name, _ in model.named_modules()]
 
 
 @pytest.fixture

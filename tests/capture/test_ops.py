@@ -98,6 +98,24 @@ def test_op_names_args_and_shapes_read_like_the_source() -> None:
     assert ops[2]["shape"] == (2, 2, 4) and all(a["dtype"] == "float32" for a in ops)
 
 
+def test_equal_arguments_written_differently_keep_their_own_text() -> None:
+    class Equal(nn.Module):  # 1 == 1.0 == True and 0.0 == -0.0, but each reads differently
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for value in (1, 1.0, True, 0.0, -0.0, 0, False, 1, 1.0, -0.0):
+                x = x.add(value)
+            for size in ((2, 2), (2.0, 2), torch.Size([2, 2]), [2, 2], (2, 2)):
+                x = x.expand(size) if not isinstance(size[0], float) else x.add(size[0])
+            return F.leaky_relu(x, negative_slope=1) + F.leaky_relu(x, negative_slope=1.0)
+
+    for _ in range(2):  # a second recording reads the texts the first remembered
+        graph = tgr.record(Equal(), torch.randn(2, 2)).graph
+        ops = sorted(nodes_of(graph, "op").values(), key=lambda a: a["seq"])
+        assert [a["args"] for a in ops] == [
+            "1", "1.0", "True", "0.0", "-0.0", "0", "False", "1", "1.0", "-0.0",
+            "(2, 2)", "2.0", "(2, 2)", "[2, 2]", "(2, 2)", "negative_slope=1",
+            "negative_slope=1.0", ""]
+
+
 def test_edges_follow_every_tensor_argument_and_in_place_makes_a_version() -> None:
     class Inputs(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -29,36 +29,16 @@ def build_graph(events: Events, table: ModuleTable, namer: Namer, ops: str, *,
     # a forward still running (the graph read from a hook) has unnamed calls: the graph
     # shows the forwards finished so far
     calls = [call for call in events.calls if call.node_id]
-    num_params = table.all_num_params() if calls else []
-    param_bytes = table.all_num_params(in_bytes=True) if calls else []
-    trainable = table.all_num_params(trainable=True) if calls else []
+    num_params, param_bytes, trainable = table.param_totals() if calls else ([], [], [])
     for call in calls:
         call.attrs["num_params"] = num_params[call.module]
         call.attrs["param_bytes"] = param_bytes[call.module]
         call.attrs["trainable_params"] = trainable[call.module]
     nodes = [(call.node_id, call.attrs) for call in calls]
     nodes += events.nodes
-    nodes += _params(events, table, namer)
+    nodes += namer.param_nodes()
     _fill(graph, nodes, events.edges, share)
     return graph
-
-
-def _params(events: Events, table: ModuleTable, namer: Namer) -> list[tuple[str, Attrs]]:
-    found = []
-    for node_id, (first_user, seq, shape, dtype, requires_grad) in events.params.items():
-        owner = namer.first_call.get(table.tensor_owner[node_id], first_user)
-        parent = events.calls[owner] if owner >= 0 else None
-        if parent is not None and not parent.node_id:
-            continue  # first used by a forward still running: shown once it ends
-        qualname = node_id.removeprefix("param:")
-        found.append((node_id, {
-            "kind": "param", "label": qualname, "parent": parent.node_id if parent else None,
-            "depth": parent.depth + 1 if parent else 0, "seq": seq, "qualname": qualname,
-            "shape": namer.describe.shape(shape), "dtype": namer.describe.name(dtype),
-            "requires_grad": requires_grad, "buffer": node_id in table.buffers,
-            "bytes": namer.describe.nbytes(namer.describe.shape(shape), dtype),
-        }))
-    return found
 
 
 def _fill(graph: nx.DiGraph, nodes: list[tuple[str, Attrs]],

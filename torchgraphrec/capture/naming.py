@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from math import prod
+from typing import Any, ClassVar
 
-from torchgraphrec.capture.events import Events, Ref
-from torchgraphrec.capture.opnames import TENSOR, args_text, given_kwargs
+from torchgraphrec.capture.events import Attrs, Events, Ref
+from torchgraphrec.capture.opnames import TENSOR, op_args_text
 from torchgraphrec.capture.tables import ModuleTable
 
-__all__ = ["Namer", "Describer"]
+__all__ = ["Describer", "Namer"]
 
 
 class Describer:
@@ -25,9 +26,9 @@ class Describer:
     """
 
     LIMIT = 4096
-    _shapes: dict[Any, tuple[tuple[int, ...], str]] = {}
-    _names: dict[Any, str] = {}
-    _sizes: dict[Any, int] = {}
+    _shapes: ClassVar[dict[Any, tuple[tuple[int, ...], str]]] = {}
+    _names: ClassVar[dict[Any, str]] = {}
+    _sizes: ClassVar[dict[Any, int]] = {}
 
     def shape(self, shape: Any) -> tuple[int, ...]:
         """``torch.Size`` (or a tuple) as a plain tuple of int."""
@@ -50,10 +51,12 @@ class Describer:
         >>> Describer().nbytes((2, 3), torch.float16)
         12
         """
-        size = self._sizes.get(dtype)
-        if size is None:
-            size = self._sizes[dtype] = dtype.itemsize
-        return math.prod(shape) * size
+        return prod(shape) * (self._sizes.get(dtype) or self.item_size(dtype))
+
+    def item_size(self, dtype: Any) -> int:
+        """The size of one element of ``dtype``, in bytes."""
+        size = self._sizes[dtype] = dtype.itemsize
+        return size
 
     def name(self, value: Any) -> str:
         """A dtype's or device's name without the ``torch.`` prefix."""
@@ -69,18 +72,20 @@ class Namer:
     Node ids depend only on names and counters, so two recordings of the same model and
     inputs give the same ids. Calls keep their attrs on their records (``num_params`` is
     counted when the graph is built); tensor and op nodes and all edges go to
-    :attr:`Events.nodes` and :attr:`Events.edges`.
+    :attr:`Events.nodes` and :attr:`Events.edges`. Param nodes are described when the
+    graph is built (:meth:`param_nodes`).
     """
 
     def __init__(self, table: ModuleTable, events: Events, nested: set[int]) -> None:
         self.table, self.events, self.nested = table, events, nested
         #: extra attributes for op ``index`` (its costs), or ``None``
-        self.op_costs: Optional[Callable[[int], dict]] = None
+        self.op_costs: Callable[[int], dict] | None = None
         self.describe = Describer()
         self.tensor_ids: list[str] = []
         self.op_ids: list[str] = []
         self.first_call: dict[int, int] = {}  # module index -> index of its first call
         self._counts: dict[int, int] = {}
+        self._settings: dict[int, str] = {}  # module index -> its settings at its first call
         self._named_calls = 0
 
     def name_pending(self) -> None:
@@ -90,11 +95,7 @@ class Namer:
         self._name_tensors()
         self._name_ops()
         self._name_boundary_edges()
-        events = self.events
-        for call in events.calls[self._named_calls:]:
-            call.attrs["inputs"] = self._ids(call.inputs)
-            call.attrs["outputs"] = self._ids(call.outputs)
-        self._named_calls = len(events.calls)
+        self._name_call_ends()
 
     def ref_id(self, ref: Ref) -> str:
         """The node id a ref names."""
@@ -104,15 +105,11 @@ class Namer:
             return self.events.calls[ref[1]].node_id  # type: ignore[index]
         return self.op_ids[ref] if ref >= 0 else self.tensor_ids[~ref]  # type: ignore[operator]
 
-    def _ids(self, refs: list) -> tuple[str, ...]:
-        if len(refs) == 1:
-            return (self.ref_id(refs[0]),)
-        return tuple(dict.fromkeys([self.ref_id(ref) for ref in refs]))
-
     def _name_calls(self) -> None:
         events, table = self.events, self.table
         calls, t0, counts, first_call = events.calls, events.t0, self._counts, self.first_call
         qualnames, labels, types = table.qualnames, table.labels, table.types
+        settings = self._settings
         for index in range(self._named_calls, len(calls)):
             call = calls[index]
             module = call.module
@@ -120,15 +117,18 @@ class Namer:
             counts[module] = call_index + 1
             if not call_index:
                 first_call[module] = index
+                # read once per module, at its first call: extra_repr() costs microseconds
+                settings[module] = table.settings(module)
             qualname = qualnames[module]
+            parent = call.parent
             call.node_id = f"layer:{qualname}#{call_index}"
             call.attrs = {
                 "kind": "layer", "label": labels[module],
-                "parent": calls[call.parent].node_id if call.parent >= 0 else None,
+                "parent": calls[parent].node_id if parent >= 0 else None,
                 "depth": call.depth, "seq": call.seq, "qualname": qualname,
                 "type": types[module], "call_index": call_index,
                 "t_start_ns": call.t_start - t0, "t_end_ns": call.t_end - t0,
-                "num_params": 0, "settings": table.settings(module),
+                "num_params": 0, "settings": settings[module],
                 "training": call.training,
             }
 
@@ -136,7 +136,7 @@ class Namer:
         events, ids = self.events, self.tensor_ids
         calls, roles, names, nested = events.calls, events.roles, events.names, self.nested
         shapes, describe = Describer._shapes, self.describe
-        type_names = Describer._names
+        type_names, item_sizes = Describer._names, Describer._sizes
         nodes = events.nodes
         for index in range(len(ids), len(events.tensors)):
             number, version, shape, dtype, device, requires_grad, call, seq, _, _, _ = \
@@ -160,8 +160,8 @@ class Namer:
                 attrs["name"] = names[index]
             if index in nested:
                 attrs["nested"] = True
-            else:
-                attrs["bytes"] = describe.nbytes(plain, dtype)
+            else:  # describe.nbytes, inline: this runs for every tensor
+                attrs["bytes"] = prod(plain) * (item_sizes.get(dtype) or describe.item_size(dtype))
             nodes.append((node_id, attrs))
 
     def _name_ops(self) -> None:
@@ -179,7 +179,7 @@ class Namer:
                 "kind": "op", "label": name, "parent": owner.node_id, "depth": owner.depth + 1,
                 "seq": seq, "name": name, "grad_fn": grad_fn,
                 "args": "" if not kwargs and args.count(TENSOR) == len(args)
-                else args_text(name, args, given_kwargs(func, kwargs)),
+                else op_args_text(name, func, args, kwargs),
                 "t_start_ns": t_start - t0, "t_end_ns": t_end - t0,
                 "shape": (shapes.get(shape) or describe.shape_and_label(shape))[0],
                 "dtype": type_names.get(dtype) or describe.name(dtype),
@@ -188,20 +188,65 @@ class Namer:
                 attrs.update(costs(index))
             nodes.append((node_id, attrs))
             t_ns = t_edges - t0
-            seen: set = set()
-            for ref in refs:
-                source = ref if type(ref) is str else (ids[ref] if ref >= 0 else tensor_ids[~ref])
-                if source in seen:
-                    continue
-                seen.add(source)
+            # one edge per distinct source (a ref names one source, and its kind follows)
+            for ref in (refs if len(refs) < 2 else dict.fromkeys(refs)):
                 seq += 1
-                edges.append((source, node_id, {
-                    "kind": "param" if type(ref) is str else "flow", "seq": seq, "t_ns": t_ns}))
+                if type(ref) is str:
+                    edges.append((ref, node_id, {"kind": "param", "seq": seq, "t_ns": t_ns}))
+                else:
+                    edges.append((ids[ref] if ref >= 0 else tensor_ids[~ref], node_id,
+                                  {"kind": "flow", "seq": seq, "t_ns": t_ns}))
 
     def _name_boundary_edges(self) -> None:
-        events = self.events
+        events, ops, tensors = self.events, self.op_ids, self.tensor_ids
         edges, ref_id, t0 = events.edges, self.ref_id, events.t0
         for source, target, seq, t in events.boundary_edges:
-            edges.append((ref_id(source), ref_id(target), {"kind": "flow", "seq": seq,
-                                                           "t_ns": t - t0}))
+            # inline for the usual edge, op -> tensor: this runs for every tensor node
+            if type(source) is int and source >= 0 and type(target) is int and target < 0:
+                edges.append((ops[source], tensors[~target],
+                              {"kind": "flow", "seq": seq, "t_ns": t - t0}))
+            else:
+                edges.append((ref_id(source), ref_id(target),
+                              {"kind": "flow", "seq": seq, "t_ns": t - t0}))
         events.boundary_edges.clear()
+
+    def _name_call_ends(self) -> None:
+        """The calls' ``inputs`` and ``outputs`` (inline for the usual single tensor: this
+        runs for every call)."""
+        calls, tensor_ids = self.events.calls, self.tensor_ids
+        for index in range(self._named_calls, len(calls)):
+            call = calls[index]
+            attrs = call.attrs
+            for key, refs in (("inputs", call.inputs), ("outputs", call.outputs)):
+                ref = refs[0] if len(refs) == 1 else None
+                if type(ref) is int and ref < 0:
+                    attrs[key] = (tensor_ids[~ref],)
+                else:
+                    attrs[key] = tuple(dict.fromkeys([self.ref_id(ref) for ref in refs]))
+        self._named_calls = len(calls)
+
+    def param_nodes(self) -> list[tuple[str, Attrs]]:
+        """The param nodes of the parameters and buffers used so far, each described as it is
+        now, under the first call of its module (or of the call that first used it)."""
+        events, table, describe = self.events, self.table, self.describe
+        calls, first_call, owners, buffers = events.calls, self.first_call, table.tensor_owner, \
+            table.buffers
+        # the describer's caches read inline: this runs for every parameter and buffer
+        shapes, type_names, item_sizes = Describer._shapes, Describer._names, Describer._sizes
+        found = []
+        for node_id, (first_user, seq, shape, dtype, requires_grad) in events.params.items():
+            owner = first_call.get(owners[node_id], first_user)
+            parent = calls[owner] if owner >= 0 else None
+            if parent is not None and not parent.node_id:
+                continue  # first used by a forward still running: shown once it ends
+            qualname = node_id.removeprefix("param:")
+            plain = (shapes.get(shape) or describe.shape_and_label(shape))[0]
+            found.append((node_id, {
+                "kind": "param", "label": qualname,
+                "parent": parent.node_id if parent else None,
+                "depth": parent.depth + 1 if parent else 0, "seq": seq, "qualname": qualname,
+                "shape": plain, "dtype": type_names.get(dtype) or describe.name(dtype),
+                "requires_grad": requires_grad, "buffer": node_id in buffers,
+                "bytes": prod(plain) * (item_sizes.get(dtype) or describe.item_size(dtype)),
+            }))
+        return found

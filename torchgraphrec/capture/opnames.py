@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
 import torch
 
-__all__ = ["op_name_of", "args_text", "given_kwargs", "MAX_ARGS_TEXT", "mutates_by_name",
-           "TENSOR"]
+__all__ = ["MAX_ARGS_TEXT", "TENSOR", "args_text", "given_kwargs", "mutates_by_name",
+           "op_args_text", "op_name_of"]
 
 MAX_ARGS_TEXT = 60
 
@@ -104,16 +105,24 @@ TENSOR = _TensorMark()
 _REPR_TYPES = frozenset({int, float, bool, str, type(None)})
 
 
+#: Exact types of the usual non-number arguments (sizes, dtypes, devices), looked up first
+#: (dtypes and devices cannot be subclassed).
+_SEQUENCE_TYPES = frozenset({tuple, list, torch.Size})
+_NAMED_TYPES = frozenset({torch.dtype, torch.device})
+
+
 def _value_text(value: Any) -> str:
     kind = type(value)
     if kind in _REPR_TYPES:  # the usual arguments first: this runs for every op
         return repr(value)
+    if kind in _SEQUENCE_TYPES:
+        return _sequence_text(value)
+    if kind in _NAMED_TYPES:
+        return str(value).replace("torch.", "")
     if kind is _TensorMark or isinstance(value, torch.Tensor):
         return "t"
     if isinstance(value, float):
         return repr(value)  # the shortest text that reads back the same: 0.1, 4.0, 1e-05
-    if isinstance(value, (torch.dtype, torch.device)):
-        return str(value).replace("torch.", "")
     if isinstance(value, slice):
         parts = ["" if part is None else _value_text(part)
                  for part in (value.start, value.stop, value.step)]
@@ -121,12 +130,18 @@ def _value_text(value: Any) -> str:
     if value is Ellipsis:
         return "..."
     if isinstance(value, (tuple, list)):
-        inner = ", ".join(_value_text(item) for item in value)
-        return f"({inner},)" if isinstance(value, tuple) and len(value) == 1 else \
-            (f"({inner})" if isinstance(value, tuple) else f"[{inner}]")
+        return _sequence_text(value)
     if callable(value) and hasattr(value, "__name__"):
         return value.__name__
     return repr(value)
+
+
+def _sequence_text(value: tuple | list) -> str:
+    inner = ", ".join([repr(item) if type(item) in _REPR_TYPES else _value_text(item)
+                       for item in value])
+    if isinstance(value, tuple):
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    return f"[{inner}]"
 
 
 def _is_tensor_only(value: Any) -> bool:
@@ -139,6 +154,10 @@ def _is_tensor_only(value: Any) -> bool:
         return True
     return isinstance(value, (tuple, list)) and bool(value) and all(
         isinstance(item, (torch.Tensor, _TensorMark)) for item in value)
+
+
+#: What :func:`_defaults` has for a parameter without a default.
+_NO_DEFAULT = object()
 
 
 @lru_cache(maxsize=4096)
@@ -163,8 +182,12 @@ def given_kwargs(func: Any, kwargs: dict) -> dict:
         defaults = _defaults(func)
     except TypeError:  # unhashable
         defaults = {}
-    return {key: value for key, value in kwargs.items() if not key.startswith("_") and not (
-        key in defaults and type(value) is type(defaults[key]) and value == defaults[key])}
+    given = {}
+    for key, value in kwargs.items():
+        default = defaults.get(key, _NO_DEFAULT)
+        if key[:1] != "_" and not (type(value) is type(default) and value == default):
+            given[key] = value
+    return given
 
 
 def args_text(name: str, args: tuple, kwargs: dict) -> str:
@@ -185,8 +208,69 @@ def args_text(name: str, args: tuple, kwargs: dict) -> str:
         index = args[1] if isinstance(args[1], tuple) else (args[1],)
         text = "[" + ", ".join(_value_text(item) for item in index) + "]"
     else:
-        parts = [_value_text(value) for value in args if not _is_tensor_only(value)]
-        parts += [f"{key}={_value_text(value)}" for key, value in kwargs.items()
-                  if not _is_tensor_only(value)]
+        # the usual values (tensors, numbers) inline: this runs for most ops
+        parts = []
+        for value in args:
+            if type(value) in _REPR_TYPES:
+                parts.append(repr(value))
+            elif value is not TENSOR and not _is_tensor_only(value):
+                parts.append(_value_text(value))
+        for key, value in kwargs.items():
+            if type(value) in _REPR_TYPES:
+                parts.append(f"{key}={value!r}")
+            elif value is not TENSOR and not _is_tensor_only(value):
+                parts.append(f"{key}={_value_text(value)}")
         text = ", ".join(parts)
     return text if len(text) <= MAX_ARGS_TEXT else text[:MAX_ARGS_TEXT - 1] + "…"
+
+
+#: Types whose equal values always have the same text (and floats but their zeros: -0.0 == 0.0),
+#: and the hashable sequences of them.
+_KEY_TYPES = frozenset({int, str, bool, type(None), _TensorMark})
+_HASHABLE_SEQUENCES = frozenset({tuple, torch.Size})
+_TEXTS: dict[tuple, str] = {}  # op_args_text's texts by (name, func, arguments, their types)
+_TEXTS_LIMIT = 4096
+
+
+def _exact_types(values: Iterable) -> tuple | None:
+    """The exact type of each value (and of each item of a tuple), or ``None`` where equal
+    values of these types may have different texts or are not hashable: with their types,
+    equal arguments have one text (1 == 1.0 == True does not)."""
+    types: list = []
+    for value in values:
+        kind = type(value)
+        if kind in _KEY_TYPES or (kind is float and value):
+            types.append(kind)
+        elif kind in _HASHABLE_SEQUENCES:
+            inner = _exact_types(value)
+            if inner is None:
+                return None
+            types.append((kind, inner))
+        else:
+            return None
+    return tuple(types)
+
+
+def op_args_text(name: str, func: Any, args: tuple, kwargs: dict) -> str:
+    """``args_text`` of the arguments ``func`` was given, remembered by arguments (an op is
+    called with the same ones in every block of a model) where that is exact.
+
+    >>> op_args_text("softmax", torch.nn.functional.softmax, (TENSOR,), {"dim": -1, "dtype": None})
+    'dim=-1'
+    """
+    types = _exact_types(args)
+    if types is not None and kwargs:
+        kwargs_types = _exact_types(kwargs.values())
+        types = None if kwargs_types is None else (types, kwargs_types)
+    if types is None:
+        return args_text(name, args, given_kwargs(func, kwargs))
+    key = (name, func, args, tuple(kwargs.items()), types)
+    try:
+        text = _TEXTS.get(key)
+    except TypeError:  # an unhashable function
+        return args_text(name, args, given_kwargs(func, kwargs))
+    if text is None:
+        if len(_TEXTS) >= _TEXTS_LIMIT:
+            _TEXTS.clear()
+        text = _TEXTS[key] = args_text(name, args, given_kwargs(func, kwargs))
+    return text

@@ -19,7 +19,7 @@ class ModuleTable:
     buffer to its param node id, ``tensor_owner`` that id to the index of its module.
 
     >>> table = ModuleTable(nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)))
-    >>> table.qualnames, table.labels, table.all_num_params()
+    >>> table.qualnames, table.labels, table.param_totals()[0]
     (['', '0', '1'], ['Sequential', '0: Linear', '1: BatchNorm1d'], [10, 6, 4])
     >>> sorted(table.buffers)
     ['param:1.num_batches_tracked', 'param:1.running_mean', 'param:1.running_var']
@@ -38,36 +38,36 @@ class ModuleTable:
         self._params: list[tuple[int, Any]] = []  # (owner index, parameter)
         self._parents: list[int] = []  # the index of the module each was found in
         self._by_qualname: dict[str, int] = {}
-        self._settings: dict[int, str] = {}
         self._traverse(model)
 
     def _traverse(self, model: nn.Module) -> None:
-        index_of, parents = self.index_of, self._parents
+        index_of, modules, qualnames = self.index_of, self.modules, self.qualnames
+        tensor_ids, owners, params = self.tensor_ids, self.tensor_owner, self._params
         by_name: dict[str, int] = {}
+        parents = self._parents
         # named_modules(), as probe selectors use it: the same order, names and overrides
-        for qualname, module in model.named_modules():
-            index = index_of[id(module)] = by_name[qualname] = len(self.modules)
-            self.modules.append(module)
-            self.qualnames.append(qualname)
-            type_name = type(module).__name__
-            self.types.append(type_name)
-            self.labels.append(f"{qualname}: {type_name}" if qualname else type_name)
+        for index, (qualname, module) in enumerate(_named_modules(model)):
+            index_of[id(module)] = by_name[qualname] = index
+            modules.append(module)
+            qualnames.append(qualname)
             parents.append(by_name.get(qualname.rpartition(".")[0], -1) if qualname else -1)
-            prefix = qualname + "." if qualname else ""
+            prefix = "param:" + qualname + "." if qualname else "param:"
+            # the first name of a tensor reachable under several wins (inline: this runs
+            # for every parameter of the model at every recording)
             for name, param in module._parameters.items():
-                if param is not None and self._name(param, prefix + name, index):
-                    self._params.append((index, param))
+                if param is not None and id(param) not in tensor_ids:
+                    node_id = tensor_ids[id(param)] = prefix + name
+                    owners[node_id] = index
+                    params.append((index, param))
             for name, buffer in module._buffers.items():
-                if buffer is not None and self._name(buffer, prefix + name, index):
-                    self.buffers.add(self.tensor_ids[id(buffer)])
+                if buffer is not None and id(buffer) not in tensor_ids:
+                    node_id = tensor_ids[id(buffer)] = prefix + name
+                    owners[node_id] = index
+                    self.buffers.add(node_id)
+        self.types = [type(module).__name__ for module in modules]
+        self.labels = [f"{qualname}: {type_name}" if qualname else type_name
+                       for qualname, type_name in zip(qualnames, self.types)]
         self._by_qualname = by_name
-
-    def _name(self, tensor: Any, qualname: str, owner: int) -> bool:
-        if id(tensor) in self.tensor_ids:
-            return False
-        node_id = self.tensor_ids[id(tensor)] = "param:" + qualname
-        self.tensor_owner[node_id] = owner
-        return True
 
     def settings(self, index: int) -> str:
         """The module's ``extra_repr()`` on one line (``""`` if it has none or it fails).
@@ -75,28 +75,62 @@ class ModuleTable:
         >>> ModuleTable(nn.Linear(2, 3)).settings(0)
         'in_features=2, out_features=3, bias=True'
         """
-        text = self._settings.get(index)
-        if text is None:
-            try:
-                text = " ".join(str(self.modules[index].extra_repr()).split())
-            except Exception:  # a user's extra_repr may fail on a half-built module
-                text = ""
-            self._settings[index] = text
-        return text
+        try:
+            return " ".join(str(self.modules[index].extra_repr()).split())
+        except Exception:  # noqa: BLE001 - a user's extra_repr may fail on a half-built module
+            return ""
 
     def module_by_qualname(self, qualname: str) -> int | None:
         """The index of the module named ``qualname``, if there is one."""
         return self._by_qualname.get(qualname)
 
-    def all_num_params(self, in_bytes: bool = False, trainable: bool = False) -> list[int]:
-        """How many parameter elements (or, ``in_bytes``, bytes) each module holds now,
-        nested ones included, by index (with ``trainable``, only those that require grad);
-        a lazy parameter not yet materialized counts 0."""
-        totals = [0] * len(self.modules)
+    def param_totals(self) -> tuple[list[int], list[int], list[int]]:
+        """How many parameter elements, bytes and trainable elements (those that require
+        grad) each module holds now, nested ones included, by index; a lazy parameter not
+        yet materialized counts 0."""
+        size = len(self.modules)
+        counts, sizes, trainable = [0] * size, [0] * size, [0] * size
         for owner, param in self._params:
-            if not is_lazy(param) and (param.requires_grad or not trainable):
-                totals[owner] += param.numel() * (param.element_size() if in_bytes else 1)
+            if not is_lazy(param):
+                count = param.numel()
+                counts[owner] += count
+                sizes[owner] += count * param.element_size()
+                if param.requires_grad:
+                    trainable[owner] += count
         # named_modules() lists every module after the one it was found in: sum bottom-up
-        for index in range(len(totals) - 1, 0, -1):
-            totals[self._parents[index]] += totals[index]
-        return totals
+        parents = self._parents
+        for index in range(size - 1, 0, -1):
+            parent = parents[index]
+            counts[parent] += counts[index]
+            sizes[parent] += sizes[index]
+            trainable[parent] += trainable[index]
+        return counts, sizes, trainable
+
+
+def _named_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """``list(model.named_modules())``, walked with a stack instead of a generator per
+    module (a third cheaper on deep models); a model with a module that has its own
+    ``named_modules`` gets what that returns.
+
+    >>> shared = nn.Linear(1, 1)
+    >>> [name for name, _ in _named_modules(nn.Sequential(shared, nn.ReLU(), shared))]
+    ['', '0', '1']
+    """
+    original = nn.Module.named_modules
+    found: list[tuple[str, nn.Module]] = []
+    seen: set[nn.Module] = set()
+    stack = [("", model)]
+    while stack:
+        prefix, module = stack.pop()
+        if type(module).named_modules is not original or "named_modules" in module.__dict__:
+            return list(model.named_modules())
+        if module in seen:  # named_modules() lists a module once, under its first name
+            continue
+        seen.add(module)
+        found.append((prefix, module))
+        children = module._modules
+        if children:
+            dot = prefix + "." if prefix else ""
+            stack += reversed([(dot + name, child) for name, child in children.items()
+                               if child is not None])
+    return found
