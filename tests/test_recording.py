@@ -6,7 +6,10 @@ import collections
 import copy
 import gc
 import json
+import os
 import pickle
+import subprocess
+import sys
 import warnings
 import weakref
 
@@ -216,6 +219,25 @@ def test_recordings_are_deterministic(name: str) -> None:
     case = fresh(name)
     second = tgr.record(case.model, case.args, case.kwargs).graph
     assert _comparable(first) == _comparable(second)
+
+
+_KEY_ORDER = """
+import torch, torchgraphrec
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+graph = torchgraphrec.record(model, torch.randn(2, 3), flops=True, backward=True).graph
+print([list(graph.graph)] + [list(attrs) for _, attrs in graph.nodes(data=True)])
+"""
+
+
+def test_attribute_order_does_not_follow_the_string_hash_seed() -> None:
+    # the JSON writes attributes in their order: it must be one order whatever the seed
+    runs = [subprocess.Popen([sys.executable, "-c", _KEY_ORDER], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONHASHSEED": str(seed)}) for seed in range(4)]
+    printed = {run.communicate(timeout=120)[0] for run in runs}
+    assert all(run.returncode == 0 for run in runs)
+    assert len(printed) == 1, printed
+    assert "'flops', 'backward_flops', 'saved_bytes'" in printed.pop()
 
 
 def test_a_module_with_5000_chained_ops_records_iteratively() -> None:

@@ -49,8 +49,9 @@ def add_costs(graph: nx.DiGraph) -> nx.DiGraph:
         elif kind == "op":
             ops.append(attrs)
             timed.append(attrs)
-    # a set, filled in this order, as before: its order is the order of the added keys
-    recorded = {name for attrs in ops for name in SUMMED if name in attrs}
+    # in SUMMED's order (a set's would follow the string hash seed, and so would the keys'
+    # order in the graph's JSON)
+    recorded = [name for name in SUMMED if any(name in attrs for attrs in ops)]
     if recorded:
         graph.graph.update(_sum_up(attrs_of, layers, ops, recorded))
     inner = _add_times(timed)
@@ -59,7 +60,7 @@ def add_costs(graph: nx.DiGraph) -> nx.DiGraph:
 
 
 def _sum_up(attrs_of: dict[Any, Attrs], layers: list[tuple[Any, Attrs]], ops: list[Attrs],
-            recorded: set[str]) -> dict[str, int]:
+            recorded: list[str]) -> dict[str, int]:
     """Each op's ``recorded`` values into every layer call around it; returns the totals."""
     for _, attrs in layers:  # a recorded cost is there on every call, 0 where nothing ran
         for name in recorded:
