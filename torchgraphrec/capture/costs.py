@@ -153,11 +153,11 @@ _PYTHON_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | \
 
 class SavedBytes:
     """Saved-tensor hooks that count the bytes autograd saves for the backward while each
-    op of ``ops`` runs (into :attr:`by_op`), each storage once at its full size, leaving out the storages :meth:`push` and
-    :meth:`exclude` are given (parameters, the model's inputs). The tensor is handed on
-    unchanged: to the pair of hooks that was active before (only the innermost pair runs,
-    so the user's own offloading hooks keep working and see every tensor), or kept as
-    autograd would.
+    op of ``ops`` runs (into :attr:`by_op`), each storage once at its full size, leaving
+    out the storages :meth:`push` and :meth:`exclude` are given (parameters, the model's
+    inputs). The tensor is handed on unchanged: to the pair of hooks that was active before
+    (only the innermost pair runs, so the user's own offloading hooks keep working and see
+    every tensor), or kept as autograd would.
     """
 
     def __init__(self, ops: list) -> None:
