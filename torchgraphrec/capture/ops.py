@@ -199,7 +199,7 @@ class OpMode(TorchFunctionMode):
                     except RuntimeError:
                         version = -1
                     current[id(tensor)] = (_ref(tensor), version, index, None)
-            chains = self._chains  # see ChainGuard; its first test inline, as it nearly always holds
+            chains = self._chains  # see ChainGuard: its first test inline (it nearly always holds)
             if made:
                 readable = number + made <= chains.admitted_below or \
                     chains.admit(refs, number, made, ops)
