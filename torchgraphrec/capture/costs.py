@@ -8,7 +8,7 @@ import torch
 from torch.utils import flop_counter
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["FlopMode", "SavedBytes", "count_flops", "EXTRA_FORMULAS"]
+__all__ = ["EXTRA_FORMULAS", "FlopMode", "SavedBytes", "count_flops", "formula_of"]
 
 aten = torch.ops.aten
 Formula = Callable[[tuple, dict, Any], int]
@@ -74,20 +74,27 @@ EXTRA_FORMULAS: dict[Any, Formula] = {
 }
 
 
+def formula_of(func: Any) -> Formula | None:
+    """How to count the FLOPs of the ATen op ``func``: ``torch.utils.flop_counter``'s
+    formula (those registered with ``register_flop_formula`` included), else
+    :data:`EXTRA_FORMULAS`'s, else ``None``."""
+    packet = func._overloadpacket
+    formula = flop_counter.flop_registry.get(packet)
+    if formula is not None:
+        return lambda args, kwargs, out: int(formula(*args, **kwargs, out_val=out))
+    extra = EXTRA_FORMULAS.get(packet)
+    return None if extra is None else lambda args, kwargs, out: int(extra(args, kwargs, out))
+
+
 def count_flops(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
-    """The FLOPs of one ATen call: ``torch.utils.flop_counter``'s formula (those registered
-    with ``register_flop_formula`` included), else :data:`EXTRA_FORMULAS`, else 0.
+    """The FLOPs of one ATen call (see :func:`formula_of`; 0 without a formula).
 
     >>> a, b = torch.ones(2, 3), torch.ones(3, 4)
     >>> count_flops(aten.mm.default, (a, b), {}, a @ b)
     48
     """
-    packet = func._overloadpacket
-    formula = flop_counter.flop_registry.get(packet)
-    if formula is not None:
-        return int(formula(*args, **kwargs, out_val=out))
-    extra = EXTRA_FORMULAS.get(packet)
-    return int(extra(args, kwargs, out)) if extra is not None else 0
+    formula = formula_of(func)
+    return 0 if formula is None else formula(args, kwargs, out)
 
 
 #: What FlopCounterMode leaves to the next mode (NJT's sizes and strides).
@@ -120,18 +127,17 @@ class FlopMode(TorchDispatchMode):
     def __init__(self, add: Callable[[int], None]) -> None:
         super().__init__()
         self.add = add
-        self._decomposable: dict[Any, bool] = {}
+        self._plans: dict[Any, Any] = {}  # ATen op -> _PASS or (decomposable, formula)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
-        if func in _METADATA:
+        plan = self._plans.get(func)
+        if plan is None:
+            plan = self._plans[func] = _plan(func)
+        if plan is _PASS:
             return NotImplemented
-        if isinstance(func, torch._ops.HigherOrderOperator):
-            return NotImplemented
-        decomposable = self._decomposable.get(func)
-        if decomposable is None:
-            decomposable = self._decomposable[func] = _decomposable(func)
+        decomposable, formula = plan
         # entering the mode again costs more than most kernels: only where it decomposes
         if decomposable:
             with self:
@@ -139,11 +145,22 @@ class FlopMode(TorchDispatchMode):
             if decomposed is not NotImplemented:
                 return decomposed
         out = func(*args, **kwargs)
-        if torch._C._is_torch_function_enabled():
-            count = count_flops(func, args, kwargs, out)
+        if formula is not None and torch._C._is_torch_function_enabled():
+            count = formula(args, kwargs, out)
             if count:
                 self.add(count)
         return out
+
+
+#: The plan of an op FlopMode leaves to the next mode.
+_PASS = object()
+
+
+def _plan(func: Any) -> Any:
+    """What :class:`FlopMode` does with ``func``, worked out once per op."""
+    if func in _METADATA or isinstance(func, torch._ops.HigherOrderOperator):
+        return _PASS
+    return _decomposable(func), formula_of(func)
 
 
 _dispatch_modes: Callable[[], int] = torch._C._len_torch_dispatch_stack
