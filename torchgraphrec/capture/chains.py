@@ -59,9 +59,9 @@ class ChainGuard:
         number ``number``, having made ``made`` nodes) may have its ``grad_fn`` read."""
         if self.too_deep:
             return False
+        if number + made <= self.admitted_below:  # the count bound (the op handler's test)
+            return True
         if not self._following:
-            if number + made - self.first_number <= self.limit:
-                return True
             self._follow(ops, number)
         depth = made + max([self._depth_of(ref) for ref in refs], default=0)
         self._depths[len(ops)] = depth
