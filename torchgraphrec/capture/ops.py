@@ -11,6 +11,7 @@ from torch.overrides import TorchFunctionMode
 
 from torchgraphrec.capture.opnames import TENSOR, mutates_by_name, op_name_of
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
+from torchgraphrec.capture.values import version_of
 
 __all__ = ["OpMode", "prepare", "written_by_schema"]
 
@@ -19,13 +20,6 @@ _SEQUENCES = (list, tuple)
 _now = time.perf_counter_ns
 _ref = weakref.ref
 _autograd_number: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
-
-
-def _version(tensor: torch.Tensor) -> int:
-    try:
-        return tensor._version
-    except RuntimeError:  # an inference tensor keeps no version counter
-        return -1
 
 
 def _scan(values: Any, inputs: list, plain: list) -> None:
@@ -78,7 +72,7 @@ def written_by_schema(func: Any, args: tuple, kwargs: dict) -> Optional[list]:
             continue
         value = args[position] if position < len(args) else kwargs.get(argument.name)
         if isinstance(value, _Tensor):
-            version = _version(value)
+            version = version_of(value)
             found.append((value, version + 1 if version >= 0 else -1))
     return found or None
 
