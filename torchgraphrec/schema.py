@@ -100,8 +100,8 @@ Costs
     everything inside it), where recorded:
 
     * ``flops`` and ``backward_flops`` (int): floating-point operations by PyTorch's own
-      formulas (``torch.utils.flop_counter``), counted at the ATen level under the op that
-      ran them, with ``flops=True``; attention counts the same whichever kernel ran. The
+      formulas (``torch.utils.flop_counter``): what ``FlopCounterMode`` counts for the ATen
+      ops each op ran, with ``flops=True``; attention counts the same whichever kernel ran. The
       graph attributes of the same names hold the model's totals.
     * ``saved_bytes`` (int): the bytes autograd saved for the backward while it ran (each
       storage once, at its full size; the storages of parameters and of the model's inputs

@@ -7,11 +7,13 @@ import collections
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import torchgraphrec as tgr
 from helpers import fresh, nodes_of, run_plain
+from torchgraphrec.capture.costs import EXTRA_FORMULAS
 from models import ZOO
 from torchgraphrec.recording import backward_loss
 
@@ -181,3 +183,113 @@ def test_backward_times_and_flops_go_to_the_op_whose_backward_ran() -> None:
 def test_flops_need_torch_ops() -> None:
     with pytest.raises(ValueError, match=r"flops=True needs ops='torch'"):
         tgr.record(nn.Linear(2, 2), torch.randn(1, 2), ops="autograd", flops=True)
+
+
+class Calls(nn.Module):
+    """Runs ``body`` on its inputs: one torch-level call per test case."""
+
+    def __init__(self, body) -> None:
+        super().__init__()
+        self.body = body
+
+    def forward(self, *args):
+        return self.body(*args)
+
+
+def _counter_total(body, args: tuple) -> int:
+    with FlopCounterMode(display=False) as counter:
+        body(*args)
+    return counter.get_total_flops()
+
+
+def _ops_and_flops(body, args: tuple) -> list[tuple[str, int]]:
+    graph = tgr.record(Calls(body), args, flops=True).graph
+    return [(attrs["name"], attrs["flops"]) for attrs in nodes_of(graph, "op").values()]
+
+
+_r = torch.randn
+#: Calls whose FLOPs the op mode counts from their arguments (no dispatch mode), in the
+#: shapes and spellings that change which ATen op runs beneath them.
+DIRECT_CASES = {
+    "linear 2-D": (lambda x, w, b: F.linear(x, w, b), (_r(4, 6), _r(5, 6), _r(5))),
+    "linear 3-D no bias": (lambda x, w: F.linear(x, w), (_r(2, 3, 6), _r(5, 6))),
+    "linear 3-D strided": (lambda x, w, b: F.linear(x.transpose(0, 1), w, b),
+                           (_r(3, 2, 6), _r(5, 6), _r(5))),
+    "linear 1-D input": (lambda x, w, b: F.linear(x, w, b), (_r(6), _r(5, 6), _r(5))),
+    "linear by a vector": (lambda x, w: F.linear(x, w), (_r(4, 6), _r(6))),
+    "linear empty": (lambda x, w: F.linear(x, w), (_r(0, 6), _r(5, 6))),
+    "conv2d": (lambda x, w: F.conv2d(x, w, stride=2, padding=1), (_r(2, 4, 9, 9), _r(8, 4, 3, 3))),
+    "conv2d same, dilated, grouped": (lambda x, w: F.conv2d(x, w, padding="same", dilation=2,
+                                                            groups=2),
+                                      (_r(1, 4, 8, 8), _r(6, 2, 3, 3))),
+    "conv1d unbatched": (lambda x, w: F.conv1d(x, w), (_r(3, 10), _r(4, 3, 2))),
+    "conv3d": (lambda x, w: torch.conv3d(x, w), (_r(1, 2, 4, 4, 4), _r(3, 2, 2, 2, 2))),
+    "conv_transpose2d": (lambda x, w: F.conv_transpose2d(x, w, stride=2, output_padding=1),
+                         (_r(1, 4, 5, 5), _r(4, 3, 3, 3))),
+    "conv_transpose1d unbatched": (lambda x, w: F.conv_transpose1d(x, w), (_r(4, 7), _r(4, 2, 3))),
+    "mm": (lambda a, b: torch.mm(a, b), (_r(3, 4), _r(4, 5))),
+    "Tensor.mm by keyword": (lambda a, b: a.mm(mat2=b), (_r(3, 4), _r(4, 5))),
+    "addmm": (lambda c, a, b: torch.addmm(c, a, b, beta=0.5), (_r(5), _r(3, 4), _r(4, 5))),
+    "addmm by keyword": (lambda c, a, b: torch.addmm(c, mat1=a, mat2=b),
+                         (_r(5), _r(3, 4), _r(4, 5))),
+    "bmm": (lambda a, b: a.bmm(b), (_r(2, 3, 4), _r(2, 4, 5))),
+    "baddbmm": (lambda c, a, b: torch.baddbmm(c, a, b), (_r(2, 3, 5), _r(2, 3, 4), _r(2, 4, 5))),
+}
+
+
+@pytest.mark.parametrize("case", list(DIRECT_CASES))
+def test_flops_counted_from_arguments_equal_flop_counter_modes(case: str) -> None:
+    body, args = DIRECT_CASES[case]
+    recorded = _ops_and_flops(body, args)
+    assert sum(count for _, count in recorded) == _counter_total(body, args)
+    assert all(count == 0 for _, count in recorded[:-1])  # all on the call (after a transpose)
+
+
+def test_flops_of_calls_run_under_the_flop_mode_go_to_their_op() -> None:
+    # matmul (no formula of its own: mm, bmm or nothing beneath) and attention
+    q, k, v = _r(1, 2, 4, 8), _r(1, 2, 6, 8), _r(1, 2, 6, 8)
+
+    def body(q, k, v):
+        return torch.matmul(q, k.transpose(-1, -2)).sum() + \
+            F.scaled_dot_product_attention(q, k, v).sum() + (q[0, 0, 0] @ q[0, 0, 0])
+
+    with sdpa_kernel(SDPBackend.MATH):
+        recorded = _ops_and_flops(body, (q, k, v))
+        expected = _counter_total(body, (q, k, v))
+    counts = [count for name, count in recorded
+              if name in ("matmul", "scaled_dot_product_attention")]
+    assert counts[0] == 2 * 2 * 4 * 8 * 6 and counts[1] > 0 and counts[2] == 0  # a dot: uncounted
+    assert sum(count for _, count in recorded) == expected
+
+
+class MatmulOnAdd(torch.Tensor):
+    """A subclass whose own torch function runs a matmul for an addition."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.add:
+            plain = [a.as_subclass(torch.Tensor) for a in args]
+            return (plain[0] @ plain[1].T).as_subclass(cls)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_a_subclass_runs_its_op_under_the_flop_mode() -> None:
+    a, b = _r(3, 4).as_subclass(MatmulOnAdd), _r(5, 4).as_subclass(MatmulOnAdd)
+    body = lambda a, b: a.add(b)  # noqa: E731
+    assert sum(count for _, count in _ops_and_flops(body, (a, b))) == \
+        _counter_total(body, (a, b)) == 2 * 3 * 4 * 5
+
+
+def test_with_formulas_registered_for_other_ops_every_op_runs_under_the_flop_mode(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(EXTRA_FORMULAS, torch.ops.aten.relu, lambda args, kwargs, out: 7)
+    recorded = _ops_and_flops(lambda x: torch.relu(x + 1), (_r(3),))
+    assert recorded == [("add", 0), ("relu", 7)]
+
+
+def test_a_dispatch_mode_entered_inside_the_recorder_block_sees_the_same_counts() -> None:
+    model, x = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.LazyLinear(2)), _r(2, 3, 6, 6)
+    model(x)
+    with tgr.Recorder(model, flops=True) as recorder, FlopCounterMode(display=False) as counter:
+        model(x)
+    assert recorder.recording.graph.graph["flops"] == counter.get_total_flops() > 0

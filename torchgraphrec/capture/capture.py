@@ -15,7 +15,7 @@ from torchgraphrec.capture.backward import BackwardClock, owners
 from torchgraphrec.capture.build import build_graph
 from torchgraphrec.capture.calls import CallTracker
 from torchgraphrec.capture.events import Events
-from torchgraphrec.capture.opcosts import OpCosts
+from torchgraphrec.capture.opcosts import CountingOpMode, OpCosts
 from torchgraphrec.capture.fastpath import FAST_PATH_TYPES, AtenMode, FastPathSwitch
 from torchgraphrec.capture.naming import Namer
 from torchgraphrec.capture.ops import OpMode
@@ -65,7 +65,10 @@ class Capture:
         self.events = Events()
         self.state = CaptureState(self.table, self.events, autograd=self.ops == "autograd")
         self.namer = Namer(self.table, self.events, self.state.nested)
-        self.mode = OpMode(self.state) if self.ops == "torch" else None
+        if self.ops == "torch":
+            self.mode: OpMode | None = (CountingOpMode if flops else OpMode)(self.state)
+        else:
+            self.mode = None
         self.tracker = CallTracker(self.state, self._begin, self._end,
                                    "constant" if self.mode else None)
         self.tracker.call_edges = self.ops == "none"

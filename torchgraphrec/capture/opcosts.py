@@ -10,9 +10,15 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from torchgraphrec.capture.costs import FlopMode, SavedBytes
+from torchgraphrec.capture.costs import (DISPATCH, FREE, FlopMode, SavedBytes, torch_level_plan,
+                                         torch_level_plans_hold)
+from torchgraphrec.capture.ops import OpMode
+from torchgraphrec.capture.state import CaptureState
 
-__all__ = ["OpCosts"]
+__all__ = ["CountingOpMode", "OpCosts"]
+
+_Tensor, _Parameter = torch.Tensor, nn.Parameter
+_record_op = OpMode.__torch_function__
 
 #: -1 outside a backward pass.
 _graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
@@ -31,6 +37,79 @@ def _storages_of(modules: list[nn.Module]) -> set[int]:
     return found
 
 
+def _exit_if_on_top(mode: FlopMode) -> bool:
+    """Take ``mode`` off the dispatch stack if it is on top (where it was entered last)."""
+    depth = torch._C._len_torch_dispatch_stack()
+    if depth and torch._C._get_dispatch_stack_at(depth - 1) is mode:
+        mode.__exit__(None, None, None)
+        return True
+    return False
+
+
+class CountingOpMode(OpMode):
+    """The op mode of a recording that counts FLOPs, which counts them itself while it is
+    pushed, without the FLOP mode where it can: a dispatch mode costs a Python call for
+    every ATen op, more than the forward itself on some models.
+
+    While it is pushed (:meth:`push`), the FLOP mode leaves the dispatch stack, and each op
+    is counted by its plan (see :func:`~torchgraphrec.capture.costs.torch_level_plan`):
+    nothing, a formula of its arguments, or the FLOP mode entered for that op alone; the
+    counts are those of ``FlopCounterMode``. Where the FLOP mode is not on top of the
+    stack when the forward starts (a user's dispatch mode entered after recording
+    started), it stays, and counts every op as before.
+    """
+
+    def __init__(self, state: CaptureState) -> None:
+        super().__init__(state)
+        self.flop_mode: FlopMode | None = None
+        self.flops: dict[int, int] = {}  # op index -> FLOPs counted here
+        self._plans: dict[Any, Any] = {}
+        self._planned = torch_level_plans_hold()
+        self._counting = False  # the FLOP mode is off the stack: count here
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        if not self._counting:
+            return _record_op(self, func, types, args, kwargs)
+        plan = self._plans.get(func)
+        if plan is None:
+            plan = self._plans[func] = torch_level_plan(func) if self._planned else DISPATCH
+        if plan is FREE:
+            for kind in types:  # a subclass's own torch function may run anything
+                if kind is not _Tensor and kind is not _Parameter:
+                    plan = DISPATCH
+            if plan is FREE:
+                return _record_op(self, func, types, args, kwargs)
+        elif plan is not DISPATCH and (types or not args or not isinstance(args[0], _Tensor)
+                                       or args[0].is_nested or _graph_task_id() >= 0):
+            plan = DISPATCH
+        if plan is DISPATCH:
+            with self.flop_mode:
+                return _record_op(self, func, types, args, kwargs)
+        index = len(self._ops)
+        out = _record_op(self, func, types, args, kwargs)
+        try:
+            count = plan(args, kwargs or {}, out)
+        except Exception as exc:  # a recorder bug must never break the user's forward
+            self.on_failure(exc)
+            return out
+        if count:
+            self.flops[index] = self.flops.get(index, 0) + count
+        return out
+
+    def push(self) -> None:
+        if not self.pushed:
+            super().push()
+            self._counting = self.flop_mode is not None and _exit_if_on_top(self.flop_mode)
+
+    def pop(self) -> None:
+        if self.pushed:
+            super().pop()
+            if self._counting:
+                self._counting = False
+                self.flop_mode.__enter__()
+
+
 class OpCosts:
     """The FLOP mode and the saved-tensor hooks of one capture, and what they counted.
 
@@ -46,6 +125,8 @@ class OpCosts:
         self.backward_flops: dict[str, int] = {}
         self.counting_flops = flops
         self.flop_mode = FlopMode(self._add_flops) if flops else None
+        if isinstance(capture.mode, CountingOpMode):
+            capture.mode.flop_mode = self.flop_mode
         self.saved_bytes = SavedBytes(capture.events.ops)
         self._counted_saved: set[int] = set()  # the ops of forwards that counted saved bytes
         self._first_op = 0
@@ -98,7 +179,7 @@ class OpCosts:
         """The cost attributes of op ``index``."""
         found = {}
         if self.counting_flops:
-            found["flops"] = self.flops.get(index, 0)
+            found["flops"] = self.flops.get(index, 0) + self.capture.mode.flops.get(index, 0)
         if index in self._counted_saved:
             found["saved_bytes"] = self.saved_bytes.by_op.get(index, 0)
         return found
