@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 
 import pytest
 import torch
 from torch import nn
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 from torch.utils.flop_counter import FlopCounterMode
 
 import torchgraphrec as tgr
@@ -293,3 +296,96 @@ def test_a_dispatch_mode_entered_inside_the_recorder_block_sees_the_same_counts(
     with tgr.Recorder(model, flops=True) as recorder, FlopCounterMode(display=False) as counter:
         model(x)
     assert recorder.recording.graph.graph["flops"] == counter.get_total_flops() > 0
+
+
+class PlainSubclass(torch.Tensor):
+    """A subclass with PyTorch's default torch function (which runs ops with subclass
+    handling off)."""
+
+
+class AddIsMM(TorchFunctionMode):
+    """A user's torch-function mode that runs a matmul where the model adds."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.add:
+            return torch.mm(args[0], args[1])
+        return func(*args, **(kwargs or {}))
+
+
+class MMTwice(TorchDispatchMode):
+    """A user's dispatch mode that runs every mm twice."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.mm.default:
+            func(*args, **(kwargs or {}))
+        return func(*args, **(kwargs or {}))
+
+
+def _mm_twice(a):
+    with MMTwice():
+        return torch.mm(a, a)
+
+
+def _grad_in_forward(x, weight):
+    hidden = x * 1
+    loss = F.linear(hidden, weight).sum()
+    return torch.autograd.grad(loss, hidden, create_graph=True)[0]
+
+
+def _backward_in_forward(x, weight):
+    F.linear(x, weight).sum().backward()
+    return F.linear(x, weight)
+
+
+_library = torch.library.Library("tgr_test_costs", "DEF")  # noqa: F841 (kept for its op)
+_library.define("rms_norm(Tensor x, Tensor w) -> Tensor")
+_library.impl("rms_norm", lambda x, w: x @ w, "CompositeImplicitAutograd")
+
+#: Where something other than the op itself decides what runs beneath it: each case's FLOPs
+#: as FlopCounterMode counts them, with what surrounds the recording.
+ODD_CASES = {
+    "vmap": (lambda x, w: torch.vmap(lambda row: F.linear(row, w))(x),
+             (_r(5, 4, 8), _r(16, 8)), contextlib.nullcontext),
+    "a user's torch-function mode around it": (lambda a, b: a.add(b), (_r(4, 4), _r(4, 4)),
+                                               AddIsMM),
+    "a dispatch mode inside the forward": (_mm_twice, (_r(4, 4),), contextlib.nullcontext),
+    "a custom op named like a free one": (lambda x, w: torch.ops.tgr_test_costs.rms_norm(x, w),
+                                          (_r(4, 4), _r(4, 5)), contextlib.nullcontext),
+    "a plain subclass": (lambda a, b: torch.mm(a, b), (_r(4, 4).as_subclass(PlainSubclass),
+                                                       _r(4, 4).as_subclass(PlainSubclass)),
+                         contextlib.nullcontext),
+    "autograd.grad in the forward": (_grad_in_forward, (_r(4, 8, requires_grad=True), _r(16, 8)),
+                                     contextlib.nullcontext),
+    "a backward in the forward": (_backward_in_forward,
+                                  (_r(4, 8), _r(16, 8, requires_grad=True)),
+                                  contextlib.nullcontext),
+}
+
+
+@pytest.mark.parametrize("case", list(ODD_CASES))
+def test_what_runs_beneath_an_op_is_counted_as_flop_counter_mode_counts_it(case: str) -> None:
+    body, args, around = ODD_CASES[case]
+    with around():
+        expected = _counter_total(body, args)
+        recorded = sum(count for _, count in _ops_and_flops(body, args))
+    assert recorded == expected > 0
+
+
+class Passing(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_dispatch_mode_a_users_hooks_keep_across_a_call_leaves_in_order() -> None:
+    # entered by a pre-hook and left by a forward hook, which run on either side of the
+    # recorder's own hooks: the FLOP mode goes back under it, and it leaves first
+    layer, x, mode = nn.Linear(8, 16), _r(4, 8), Passing()
+    layer.register_forward_pre_hook(lambda module, args: mode.__enter__() and None)
+    layer.register_forward_hook(lambda module, args, out: mode.__exit__(None, None, None))
+    with tgr.Recorder(layer, flops=True) as recorder:
+        layer(x)
+        assert [type(m).__name__ for m in _get_current_dispatch_mode_stack()] == ["FlopMode"]
+        layer(x).sum().backward()
+    graph = recorder.recording.graph
+    assert (graph.graph["flops"], graph.graph["backward_flops"]) == (2 * 1024, 1024)
+    assert not _get_current_dispatch_mode_stack()

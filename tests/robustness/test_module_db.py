@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import torchgraphrec as tgr
+from torchgraphrec.recording import backward_loss
 
 pytest.importorskip("expecttest")  # torch.testing._internal needs it
 from torch.testing._internal.common_modules import module_db  # noqa: E402
@@ -69,18 +71,24 @@ def _check(info: Any, sample: Any, training: bool, grad: bool) -> None:
         assert {"param", "op"} <= kinds, where  # frozen or not, under no_grad or not
 
 
-@pytest.mark.parametrize("info", module_db, ids=lambda info: info.name)
-def test_every_configuration_records_as_it_runs(info: Any) -> None:
+def _configurations(info: Any) -> Iterator[tuple[Any, bool]]:
+    """Each sample input of ``info``'s module that runs a forward, in training and in eval
+    mode (warnings silenced while they are made and run)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for training in (True, False):
             samples = info.module_inputs_func(info, device="cpu", dtype=torch.float32,
                                               requires_grad=False, training=training)
             for sample in samples:
-                if sample.forward_input is None:
-                    continue
-                for grad in (True, False):
-                    _check(info, sample, training, grad)
+                if sample.forward_input is not None:
+                    yield sample, training
+
+
+@pytest.mark.parametrize("info", module_db, ids=lambda info: info.name)
+def test_every_configuration_records_as_it_runs(info: Any) -> None:
+    for sample, training in _configurations(info):
+        for grad in (True, False):
+            _check(info, sample, training, grad)
 
 
 def _flops_agree(info: Any, sample: Any, training: bool) -> None:
@@ -89,25 +97,27 @@ def _flops_agree(info: Any, sample: Any, training: bool) -> None:
     model.train(training)
     args, kwargs = sample.forward_input.args, sample.forward_input.kwargs
     with sdpa_kernel(SDPBackend.MATH):  # a kernel PyTorch's counter counts on CPU
-        try:
-            with FlopCounterMode(display=False) as counter:
-                torch.manual_seed(1)
-                copy.deepcopy(model)(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-        except Exception:  # a sample the module refuses: the test above covers it
-            return
         torch.manual_seed(1)
-        recording = tgr.record(model, copy.deepcopy(args), copy.deepcopy(kwargs), flops=True)
+        try:
+            output = copy.deepcopy(model)(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        except Exception:  # a sample the module refuses: the test above checks it is refused
+            return
+        backward = any(t.is_floating_point() and t.requires_grad for t in _tensors(output))
+        with FlopCounterMode(display=False) as counter:
+            torch.manual_seed(1)
+            output = copy.deepcopy(model)(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+            if backward:
+                backward_loss(output).backward()
+        torch.manual_seed(1)
+        graph = tgr.record(model, copy.deepcopy(args), copy.deepcopy(kwargs), flops=True,
+                           backward=backward).graph
     where = f"{info.name} ({sample.desc or 'default'}, training={training})"
-    assert recording.graph.graph["flops"] == counter.get_total_flops(), where
+    recorded = graph.graph["flops"] + graph.graph.get("backward_flops", 0)
+    assert recorded == counter.get_total_flops(), where
 
 
 @pytest.mark.parametrize("info", module_db, ids=lambda info: info.name)
 def test_every_configuration_counts_the_flops_pytorch_counts(info: Any) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for training in (True, False):
-            samples = info.module_inputs_func(info, device="cpu", dtype=torch.float32,
-                                              requires_grad=False, training=training)
-            for sample in samples:
-                if sample.forward_input is not None:
-                    _flops_agree(info, sample, training)
+    for sample, training in _configurations(info):
+        if training:  # eval mode runs the same products (and twice the test's time)
+            _flops_agree(info, sample, training)

@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torchgraphrec.capture.opnames import op_name_of
 
 __all__ = ["DISPATCH", "EXTRA_FORMULAS", "FLOP_FREE", "FREE", "FlopMode", "SavedBytes",
-           "count_flops", "formula_of", "torch_level_plan", "torch_level_plans_hold"]
+           "count_flops", "formula_of", "shortcuts_hold", "torch_level_counting"]
 
 aten = torch.ops.aten
 Formula = Callable[[tuple, dict, Any], int]
@@ -102,8 +102,8 @@ def count_flops(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
     return 0 if formula is None else formula(args, kwargs, out)
 
 
-#: How :func:`torch_level_plan` says an op runs: without the FLOP mode (it counts nothing),
-#: or under it (the ATen ops it runs are counted as they run).
+#: How :func:`torch_level_counting` says an op runs: without the FLOP mode (it counts
+#: nothing), or under it (the ATen ops it runs are counted as they run).
 FREE, DISPATCH = object(), object()
 
 #: Torch-level calls (as :func:`~torchgraphrec.capture.opnames.op_name_of` names them, an
@@ -143,21 +143,31 @@ FLOP_FREE = frozenset({
 })
 
 
+#: Where PyTorch's own torch-level functions live (not ``torch.ops``: a custom op may be
+#: called anything).
+_TORCH_MODULES = frozenset({"torch", "torch.functional", "torch.nn.functional", "torch._tensor"})
+
+
 def _torch_own(func: Any) -> bool:
     """Whether ``func`` is PyTorch's own function or Tensor method (not a library's
-    function that happens to take part in torch-function dispatch)."""
+    function or a custom op that happens to take part in torch-function dispatch)."""
     owner = getattr(func, "__objclass__", None)
     if owner is torch._C.TensorBase or owner is torch.Tensor:
         return True
     module = getattr(func, "__module__", None) or ""
-    return module == "torch" or module.startswith("torch.")
+    return module in _TORCH_MODULES or module.startswith("torch._C.")
 
 
 def _on_shapes(packet: Any) -> Callable[..., int]:
-    """PyTorch's FLOP formula for the ATen op ``packet``, taking shapes (the registry's
-    entry converts tensors to shapes with a tree map, which costs more than some kernels)."""
+    """PyTorch's FLOP formula for the ATen op ``packet``, taking shapes and ``out_shape``
+    (the registry's entry converts tensors to shapes with a tree map, which costs more than
+    some kernels; it is used where the formula under it is not at hand)."""
     formula = flop_counter.flop_registry[packet]
-    return getattr(formula, "__wrapped__", formula)
+    raw = getattr(formula, "__wrapped__", None)
+    if raw is not None:
+        return raw
+    return lambda *shapes, out_shape=None, **kwargs: formula(*shapes, out_val=out_shape,
+                                                            **kwargs)
 
 
 def _linear(args: tuple, kwargs: dict, out: Any) -> int:
@@ -214,37 +224,47 @@ def _direct_formulas() -> dict[Any, Formula]:
     return found
 
 
-def torch_level_plans_hold() -> bool:
-    """Whether :func:`torch_level_plan`'s shortcuts hold: every ATen op with a FLOP formula
-    (PyTorch's and :data:`EXTRA_FORMULAS`) is a matmul, a convolution, an attention or a
-    fused transformer layer, as in PyTorch; not where someone registered formulas for
-    others (then every op runs under the FLOP mode).
+#: The ATen ops PyTorch's counter has formulas for, by name: products, convolutions and
+#: attentions (and the fused transformer layer of :data:`EXTRA_FORMULAS`).
+_COUNTED_NAMES = frozenset({"mm", "addmm", "bmm", "baddbmm", "_scaled_mm",
+                            "_transformer_encoder_layer_fwd"})
 
-    >>> torch_level_plans_hold()
+
+def _counted_family(op: Any) -> bool:
+    name = getattr(op, "__name__", None) or str(op).rpartition(".")[2]
+    return name in _COUNTED_NAMES or "conv" in name or "attention" in name
+
+
+def shortcuts_hold() -> bool:
+    """Whether :func:`torch_level_counting`'s shortcuts hold: every ATen op with a FLOP
+    formula (PyTorch's and :data:`EXTRA_FORMULAS`) is a product, a convolution, an
+    attention or the fused transformer layer, as in PyTorch; not where someone registered
+    formulas for others (then every op runs under the FLOP mode).
+
+    >>> shortcuts_hold()
     True
     """
-    counted = [*flop_counter.flop_registry, *EXTRA_FORMULAS]
-    return all(any(family in str(op) for family in ("mm", "conv", "attention", "transformer"))
-               for op in counted)
+    return all(_counted_family(op) for op in [*flop_counter.flop_registry, *EXTRA_FORMULAS])
 
 
-def torch_level_plan(func: Any) -> Any:
-    """How the torch-level call ``func`` gets its FLOPs counted, on plain tensors:
+def torch_level_counting(func: Any) -> Any:
+    """How the FLOPs of the torch-level call ``func`` are counted, on plain tensors:
     :data:`FREE` (it has none), a formula of its arguments and result, or :data:`DISPATCH`
     (the ATen ops it runs are counted under the FLOP mode). Only valid where
-    :func:`torch_level_plans_hold`.
+    :func:`shortcuts_hold`.
 
-    >>> torch_level_plan(torch.Tensor.add) is FREE, torch_level_plan(torch.matmul) is DISPATCH
-    (True, True)
+    >>> torch_level_counting(torch.Tensor.add) is FREE
+    True
+    >>> torch_level_counting(torch.matmul) is DISPATCH
+    True
     >>> weight = torch.ones(4, 3)
-    >>> torch_level_plan(F.linear)((torch.ones(2, 3), weight), {}, None)
+    >>> torch_level_counting(F.linear)((torch.ones(2, 3), weight), {}, None)
     48
     """
     formula = _DIRECT.get(func)
     if formula is not None:
         return formula
-    name = getattr(func, "__name__", "")
-    if name == "backward":  # a backward in the forward: its FLOPs are the backward's
+    if getattr(func, "__name__", "") == "backward":  # a backward run inside the forward
         return DISPATCH
     name = op_name_of(func)
     if name == "":  # reads metadata
@@ -278,8 +298,8 @@ class FlopMode(TorchDispatchMode):
     ``torch.utils.flop_counter.FlopCounterMode`` counts them (an op without a formula is
     decomposed where it can be, as it does), into ``add(count)``: the recorder attributes
     them to the op running (or, in a backward, the op whose autograd node runs). Calls made
-    with torch functions disabled (the recorder's own work, probe statistics) are not the
-    model's and are not counted."""
+    with torch functions disabled altogether (the recorder's own work, probe statistics) are
+    not the model's and are not counted."""
 
     def __init__(self, add: Callable[[int], None]) -> None:
         super().__init__()
@@ -302,12 +322,17 @@ class FlopMode(TorchDispatchMode):
             if decomposed is not NotImplemented:
                 return decomposed
         out = func(*args, **kwargs)
-        if formula is not None and torch._C._is_torch_function_enabled():
+        if formula is not None and not _all_disabled():
             count = formula(args, kwargs, out)
             if count:
                 self.add(count)
         return out
 
+
+#: Whether torch functions are off altogether, as for the recorder's own work (a subclass's
+#: default ``__torch_function__`` turns off only subclass handling, and its ops count).
+_all_disabled: Callable[[], bool] = getattr(
+    torch._C, "_is_torch_function_all_disabled", lambda: not torch._C._is_torch_function_enabled())
 
 #: The plan of an op FlopMode leaves to the next mode.
 _PASS = object()

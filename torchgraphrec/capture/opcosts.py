@@ -10,8 +10,8 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from torchgraphrec.capture.costs import (DISPATCH, FREE, FlopMode, SavedBytes, torch_level_plan,
-                                         torch_level_plans_hold)
+from torchgraphrec.capture.costs import (DISPATCH, FREE, FlopMode, SavedBytes, shortcuts_hold,
+                                         torch_level_counting)
 from torchgraphrec.capture.ops import OpMode
 from torchgraphrec.capture.state import CaptureState
 
@@ -19,6 +19,9 @@ __all__ = ["CountingOpMode", "OpCosts"]
 
 _Tensor, _Parameter = torch.Tensor, nn.Parameter
 _record_op = OpMode.__torch_function__
+_dispatch_depth: Callable[[], int] = torch._C._len_torch_dispatch_stack
+_transforms_active: Callable[[], bool] = getattr(torch._C, "_are_functorch_transforms_active",
+                                                 lambda: False)
 
 #: -1 outside a backward pass.
 _graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
@@ -37,59 +40,57 @@ def _storages_of(modules: list[nn.Module]) -> set[int]:
     return found
 
 
-def _exit_if_on_top(mode: FlopMode) -> bool:
-    """Take ``mode`` off the dispatch stack if it is on top (where it was entered last)."""
-    depth = torch._C._len_torch_dispatch_stack()
-    if depth and torch._C._get_dispatch_stack_at(depth - 1) is mode:
-        mode.__exit__(None, None, None)
-        return True
-    return False
-
-
 class CountingOpMode(OpMode):
     """The op mode of a recording that counts FLOPs, which counts them itself while it is
     pushed, without the FLOP mode where it can: a dispatch mode costs a Python call for
     every ATen op, more than the forward itself on some models.
 
     While it is pushed (:meth:`push`), the FLOP mode leaves the dispatch stack, and each op
-    is counted by its plan (see :func:`~torchgraphrec.capture.costs.torch_level_plan`):
-    nothing, a formula of its arguments, or the FLOP mode entered for that op alone; the
-    counts are those of ``FlopCounterMode``. Where the FLOP mode is not on top of the
-    stack when the forward starts (a user's dispatch mode entered after recording
-    started), it stays, and counts every op as before.
+    is counted as :func:`~torchgraphrec.capture.costs.torch_level_counting` says: not at
+    all, by a formula of its arguments, or by the FLOP mode entered for that op alone; the
+    counts are ``FlopCounterMode``'s. It does so only where nothing else could change what
+    an op runs beneath it: the FLOP mode stays where it is (and counts every op, as outside
+    a forward) where it is not on top of the dispatch stack when the forward starts or where
+    a torch-function mode sits below this one (a user's, around ``record``); and it goes
+    back to its place, under any dispatch mode entered since, as soon as one is entered
+    during the forward.
     """
 
     def __init__(self, state: CaptureState) -> None:
         super().__init__(state)
         self.flop_mode: FlopMode | None = None
-        self.flops: dict[int, int] = {}  # op index -> FLOPs counted here
-        self._plans: dict[Any, Any] = {}
-        self._planned = torch_level_plans_hold()
-        self._counting = False  # the FLOP mode is off the stack: count here
+        self.flops: dict[int, int] = {}  # op index -> FLOPs (OpCosts' own dict)
+        self._counting: dict[Any, Any] = {}  # torch-level function -> how it is counted
+        self._shortcuts = shortcuts_hold()
+        self._direct = False  # the FLOP mode is off the stack: ops are counted here
+        self._depth = 0  # the dispatch stack's depth without the FLOP mode
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: dict | None = None) -> Any:
-        if not self._counting:
+        if not self._direct:
             return _record_op(self, func, types, args, kwargs)
-        plan = self._plans.get(func)
-        if plan is None:
-            plan = self._plans[func] = torch_level_plan(func) if self._planned else DISPATCH
-        if plan is FREE:
+        if _dispatch_depth() != self._depth:  # a dispatch mode entered in the forward
+            self._restore()
+            return _record_op(self, func, types, args, kwargs)
+        counting = self._counting.get(func)
+        if counting is None:
+            counting = self._counting[func] = \
+                torch_level_counting(func) if self._shortcuts else DISPATCH
+        if counting is FREE:
             for kind in types:  # a subclass's own torch function may run anything
                 if kind is not _Tensor and kind is not _Parameter:
-                    plan = DISPATCH
-            if plan is FREE:
+                    counting = DISPATCH
+            if counting is FREE:
                 return _record_op(self, func, types, args, kwargs)
-        elif plan is not DISPATCH and (types or not args or not isinstance(args[0], _Tensor)
-                                       or args[0].is_nested or _graph_task_id() >= 0):
-            plan = DISPATCH
-        if plan is DISPATCH:
+        elif counting is not DISPATCH and not self._formula_applies(types, args):
+            counting = DISPATCH
+        if counting is DISPATCH:
             with self.flop_mode:
                 return _record_op(self, func, types, args, kwargs)
         index = len(self._ops)
         out = _record_op(self, func, types, args, kwargs)
         try:
-            count = plan(args, kwargs or {}, out)
+            count = counting(args, kwargs or {}, out)
         except Exception as exc:  # a recorder bug must never break the user's forward
             self.on_failure(exc)
             return out
@@ -97,17 +98,41 @@ class CountingOpMode(OpMode):
             self.flops[index] = self.flops.get(index, 0) + count
         return out
 
+    @staticmethod
+    def _formula_applies(types: Any, args: tuple) -> bool:
+        """Whether a formula of the arguments' shapes counts what this call runs: on
+        plain, dense tensors given by position, outside a backward pass and outside
+        ``torch.func`` transforms (whose tensors show one sample's shape)."""
+        return not types and bool(args) and isinstance(args[0], _Tensor) and \
+            not args[0].is_nested and _graph_task_id() < 0 and not _transforms_active()
+
     def push(self) -> None:
-        if not self.pushed:
-            super().push()
-            self._counting = self.flop_mode is not None and _exit_if_on_top(self.flop_mode)
+        if self.pushed:
+            return
+        super().push()
+        mode, depth = self.flop_mode, _dispatch_depth()
+        if mode is not None and depth and torch._C._get_dispatch_stack_at(depth - 1) is mode \
+                and torch._C._len_torch_function_stack() == 1:
+            mode.__exit__(None, None, None)
+            self._direct, self._depth = True, depth - 1
 
     def pop(self) -> None:
         if self.pushed:
             super().pop()
-            if self._counting:
-                self._counting = False
-                self.flop_mode.__enter__()
+            self._restore()
+
+    def _restore(self) -> None:
+        """Put the FLOP mode back where it was on the dispatch stack: under any mode
+        entered since (which leaves first)."""
+        if not self._direct:
+            return
+        self._direct = False
+        above = []
+        while _dispatch_depth() > self._depth:
+            above.append(torch._C._pop_torch_dispatch_stack(None))
+        self.flop_mode.__enter__()
+        for mode in reversed(above):
+            torch._C._push_on_torch_dispatch_stack(mode)
 
 
 class OpCosts:
@@ -126,7 +151,7 @@ class OpCosts:
         self.counting_flops = flops
         self.flop_mode = FlopMode(self._add_flops) if flops else None
         if isinstance(capture.mode, CountingOpMode):
-            capture.mode.flop_mode = self.flop_mode
+            capture.mode.flop_mode, capture.mode.flops = self.flop_mode, self.flops
         self.saved_bytes = SavedBytes(capture.events.ops)
         self._counted_saved: set[int] = set()  # the ops of forwards that counted saved bytes
         self._first_op = 0
@@ -166,12 +191,10 @@ class OpCosts:
             self.saved_bytes.exclude(tensor)
 
     def _add_flops(self, count: int) -> None:
-        if _graph_task_id() >= 0:
-            clock = self.capture.clock
-            if clock is not None and clock.running is not None:
-                self.backward_flops[clock.running] = self.backward_flops.get(clock.running, 0) \
-                    + count
-        elif self.capture.tracker.in_forward:
+        clock = self.capture.clock
+        if _graph_task_id() >= 0 and clock is not None and clock.running is not None:
+            self.backward_flops[clock.running] = self.backward_flops.get(clock.running, 0) + count
+        elif self.capture.tracker.in_forward:  # a backward run by the forward's own code too
             index = len(self.capture.events.ops)
             self.flops[index] = self.flops.get(index, 0) + count
 
@@ -179,7 +202,7 @@ class OpCosts:
         """The cost attributes of op ``index``."""
         found = {}
         if self.counting_flops:
-            found["flops"] = self.flops.get(index, 0) + self.capture.mode.flops.get(index, 0)
+            found["flops"] = self.flops.get(index, 0)
         if index in self._counted_saved:
             found["saved_bytes"] = self.saved_bytes.by_op.get(index, 0)
         return found
