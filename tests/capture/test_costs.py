@@ -183,6 +183,12 @@ def test_backward_times_and_flops_go_to_the_op_whose_backward_ran() -> None:
     assert first["backward_ms"] >= 0 and graph.nodes["layer:0#0"]["backward_ms"] > 0
 
 
+def test_a_model_without_ops_counts_zero_flops() -> None:
+    counted = tgr.record(nn.Identity(), torch.randn(2), flops=True).graph
+    uncounted = tgr.record(nn.Identity(), torch.randn(2)).graph
+    assert counted.graph["flops"] == 0 and "flops" not in uncounted.graph
+
+
 def test_flops_need_torch_ops() -> None:
     with pytest.raises(ValueError, match=r"flops=True needs ops='torch'"):
         tgr.record(nn.Linear(2, 2), torch.randn(1, 2), ops="autograd", flops=True)

@@ -208,7 +208,10 @@ class OpCosts:
         return found
 
     def annotate(self, graph: nx.DiGraph) -> None:
-        """Put the backward FLOPs on their ops (forward costs are named with the ops)."""
+        """Put the backward FLOPs on their ops (forward costs are named with the ops), and
+        the FLOPs total of a model without ops (0: the ops' sum replaces it)."""
+        if self.counting_flops:
+            graph.graph["flops"] = 0
         for node_id, count in self.backward_flops.items():
             if node_id in graph:
                 graph.nodes[node_id]["backward_flops"] = count
