@@ -14,9 +14,10 @@ Columns: each tool with autograd on (``grad``) and under ``torch.no_grad()`` (``
 own counter, in the same run; ``floor:*`` are no-op hooks and modes, what any hook- or
 mode-based recorder pays before doing anything, and ``floor:noting`` the same hooks and mode
 only appending what each call and op took and made to lists (the least a Python recorder
-of every op does, before naming or building a graph). ``--clock thread`` measures the thread's
-CPU time instead of wall time (for a machine shared with other work: it is blind to time
-the process spends descheduled, which on an idle machine is the same). A peer that raises
+of every op does, before naming or building a graph); ``floor:noting+saved`` adds no-op
+saved-tensor hooks (grad mode: what counting saved bytes needs). ``--clock thread``
+measures the thread's CPU time instead of wall time (for a machine shared with other work:
+it is blind to time the process spends descheduled, which on an idle machine is the same). A peer that raises
 is shown as ``FAIL:<exception>``; one not installed as ``-`` (``pip install -e ".[bench]"``).
 
     python benchmarks/capture.py                          # everything (about 25 minutes)

@@ -171,6 +171,22 @@ def floor_dispatch_mode(model: torch.nn.Module, args: tuple, kwargs: dict) -> Th
     return run
 
 
+def _keep(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
+
+
+def floor_noting_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    """``floor:noting`` with no-op saved-tensor hooks around it: the least a recorder that
+    also counts what autograd saves (in grad mode) pays before naming or building
+    anything."""
+    noting = floor_noting(model, args, kwargs)
+
+    def run() -> Any:
+        with torch.autograd.graph.saved_tensors_hooks(_keep, _keep):
+            return noting()
+    return run
+
+
 TOOLS: dict[str, Callable[..., Thunk]] = {
     "torchgraphrec": torchgraphrec_capture,
     "torchgraphrec+flops": torchgraphrec_flops_capture,
@@ -178,6 +194,7 @@ TOOLS: dict[str, Callable[..., Thunk]] = {
     "floor:hooks": floor_global_hooks,
     "floor:hooks+mode": floor_hooks_and_mode,
     "floor:noting": floor_noting,
+    "floor:noting+saved": floor_noting_and_saving,
     "floor:dispatch": floor_dispatch_mode,
     "torchviz": torchviz_capture,
     "torchview": torchview_capture,
@@ -186,7 +203,8 @@ TOOLS: dict[str, Callable[..., Thunk]] = {
 }
 #: Measured with autograd on only: torchviz draws the autograd graph, and the FLOP
 #: targets are for a training forward.
-GRAD_ONLY = frozenset({"torchviz", "torchgraphrec+flops", "flop_counter", "floor:dispatch"})
+GRAD_ONLY = frozenset({"torchviz", "torchgraphrec+flops", "flop_counter", "floor:dispatch",
+                       "floor:noting+saved"})
 
 
 def _gpt2_small() -> Any:
