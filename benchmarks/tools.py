@@ -171,18 +171,24 @@ def floor_dispatch_mode(model: torch.nn.Module, args: tuple, kwargs: dict) -> Th
     return run
 
 
-def _keep(tensor: torch.Tensor) -> torch.Tensor:
+def _pack(tensor: torch.Tensor) -> torch.Tensor:
+    # an op's result held as it is would hold its own autograd node: a reference cycle,
+    # whose memory the collector frees after the timed call, flattering the floor
+    return tensor if tensor.is_leaf else tensor.detach()
+
+
+def _unpack(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
 def floor_noting_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
-    """``floor:noting`` with no-op saved-tensor hooks around it: the least a recorder that
-    also counts what autograd saves (in grad mode) pays before naming or building
-    anything."""
+    """``floor:noting`` with saved-tensor hooks that only hand each tensor back (without a
+    reference cycle): the least a recorder that also counts what autograd saves (in grad
+    mode) pays before naming or building anything."""
     noting = floor_noting(model, args, kwargs)
 
     def run() -> Any:
-        with torch.autograd.graph.saved_tensors_hooks(_keep, _keep):
+        with torch.autograd.graph.saved_tensors_hooks(_pack, _unpack):
             return noting()
     return run
 
