@@ -11,6 +11,9 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.overrides import TorchFunctionMode
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.autograd import forward_ad
+from torch.utils import _python_dispatch as python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -343,6 +346,19 @@ def _backward_in_forward(x, weight):
     return F.linear(x, weight)
 
 
+def _forward_mode_ad(x, weight):
+    with forward_ad.dual_level():  # the tangent's products run beside the forward's
+        dual = forward_ad.make_dual(x, torch.ones_like(x))
+        return forward_ad.unpack_dual(F.linear(dual, weight)).tangent
+
+
+def _fake_in_forward(a):
+    # an infra mode entered in the forward sits at the stack's bottom, under the user's
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        torch.mm(a, a)
+    return torch.mm(a, a)
+
+
 _library = torch.library.Library("tgr_test_costs", "DEF")  # noqa: F841 (kept for its op)
 _library.define("rms_norm(Tensor x, Tensor w) -> Tensor")
 _library.impl("rms_norm", lambda x, w: x @ w, "CompositeImplicitAutograd")
@@ -365,10 +381,14 @@ ODD_CASES = {
     "a backward in the forward": (_backward_in_forward,
                                   (_r(4, 8), _r(16, 8, requires_grad=True)),
                                   contextlib.nullcontext),
+    "forward-mode AD": (_forward_mode_ad, (_r(4, 8), _r(16, 8)), contextlib.nullcontext),
+    "fake tensors in the forward, a user's dispatch mode around it":
+        (_fake_in_forward, (_r(4, 4),), MMTwice),
 }
 
 
 @pytest.mark.parametrize("case", list(ODD_CASES))
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated")  # forward AD's own
 def test_what_runs_beneath_an_op_is_counted_as_flop_counter_mode_counts_it(case: str) -> None:
     body, args, around = ODD_CASES[case]
     with around():
@@ -394,4 +414,16 @@ def test_a_dispatch_mode_a_users_hooks_keep_across_a_call_leaves_in_order() -> N
         layer(x).sum().backward()
     graph = recorder.recording.graph
     assert (graph.graph["flops"], graph.graph["backward_flops"]) == (2 * 1024, 1024)
+    assert not _get_current_dispatch_mode_stack()
+    assert not python_dispatch.is_in_torch_dispatch_mode()  # PyTorch's flags as they were
+
+
+def test_a_users_dispatch_mode_left_entered_by_a_raising_forward_stays_entered() -> None:
+    # its pre-hook entered it, and the forward raised before the hook that would leave it
+    layer, mode = nn.Linear(8, 16), Passing()
+    layer.register_forward_pre_hook(lambda module, args: mode.__enter__() and None)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        tgr.record(layer, _r(4, 5), flops=True)
+    assert _get_current_dispatch_mode_stack() == [mode]
+    mode.__exit__(None, None, None)
     assert not _get_current_dispatch_mode_stack()

@@ -8,7 +8,9 @@ from typing import Any, Callable
 import networkx as nx
 import torch
 from torch import nn
+from torch.autograd import forward_ad
 from torch.nn.parameter import is_lazy
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 from torchgraphrec.capture.costs import (DISPATCH, FREE, FlopMode, SavedBytes, shortcuts_hold,
                                          torch_level_counting)
@@ -20,6 +22,8 @@ __all__ = ["CountingOpMode", "OpCosts"]
 _Tensor, _Parameter = torch.Tensor, nn.Parameter
 _record_op = OpMode.__torch_function__
 _dispatch_depth: Callable[[], int] = torch._C._len_torch_dispatch_stack
+_push_dispatch: Callable[[Any], None] = torch._C._push_on_torch_dispatch_stack
+_pop_dispatch: Callable[..., Any] = torch._C._pop_torch_dispatch_stack
 _transforms_active: Callable[[], bool] = getattr(torch._C, "_are_functorch_transforms_active",
                                                  lambda: False)
 
@@ -40,6 +44,26 @@ def _storages_of(modules: list[nn.Module]) -> set[int]:
     return found
 
 
+def _user_depth() -> int:
+    """How many modes the dispatch stack holds apart from the infra modes (fake tensors,
+    functionalization, tracing), which sit at its bottom whenever they were entered."""
+    return sum(1 for mode in _get_current_dispatch_mode_stack()
+               if getattr(mode, "_mode_key", None) is None)
+
+
+def _leave(mode: FlopMode) -> None:
+    """Leave ``mode`` where it is on the dispatch stack: on top, or under a mode a user
+    entered since and never left (a forward that raised between their hooks), which stays."""
+    if mode not in _get_current_dispatch_mode_stack():
+        return
+    above = []
+    while torch._C._get_dispatch_stack_at(_dispatch_depth() - 1) is not mode:
+        above.append(_pop_dispatch(None))
+    mode.__exit__(None, None, None)
+    for other in reversed(above):
+        _push_dispatch(other)
+
+
 class CountingOpMode(OpMode):
     """The op mode of a recording that counts FLOPs, which counts them itself while it is
     pushed, without the FLOP mode where it can: a dispatch mode costs a Python call for
@@ -51,19 +75,23 @@ class CountingOpMode(OpMode):
     counts are ``FlopCounterMode``'s. It does so only where nothing else could change what
     an op runs beneath it: the FLOP mode stays where it is (and counts every op, as outside
     a forward) where it is not on top of the dispatch stack when the forward starts or where
-    a torch-function mode sits below this one (a user's, around ``record``); and it goes
-    back to its place, under any dispatch mode entered since, as soon as one is entered
-    during the forward.
+    a torch-function mode sits below this one (a user's, around ``record``); it goes back to
+    its place, under any dispatch mode entered since, as soon as one is entered during the
+    forward; and ops run under it one by one under forward-mode AD and ``torch.func``
+    transforms, whose tangents and batches run ATen ops of their own. The FLOP mode is moved
+    on the stack without being left or entered again: PyTorch's flags of being in a
+    dispatch mode stay as they were.
     """
 
     def __init__(self, state: CaptureState) -> None:
         super().__init__(state)
         self.flop_mode: FlopMode | None = None
         self.flops: dict[int, int] = {}  # op index -> FLOPs (OpCosts' own dict)
-        self._counting: dict[Any, Any] = {}  # torch-level function -> how it is counted
+        self._ways: dict[Any, Any] = {}  # torch-level function -> how its FLOPs are counted
         self._shortcuts = shortcuts_hold()
         self._direct = False  # the FLOP mode is off the stack: ops are counted here
         self._depth = 0  # the dispatch stack's depth without the FLOP mode
+        self._user_depth = 0  # its modes below the FLOP mode's place, infra modes left out
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: dict | None = None) -> Any:
@@ -72,25 +100,29 @@ class CountingOpMode(OpMode):
         if _dispatch_depth() != self._depth:  # a dispatch mode entered in the forward
             self._restore()
             return _record_op(self, func, types, args, kwargs)
-        counting = self._counting.get(func)
-        if counting is None:
-            counting = self._counting[func] = \
-                torch_level_counting(func) if self._shortcuts else DISPATCH
-        if counting is FREE:
+        way = self._ways.get(func)
+        if way is None:
+            way = self._ways[func] = torch_level_counting(func) if self._shortcuts else DISPATCH
+        if way is not DISPATCH:
+            if forward_ad._current_level >= 0:
+                way = DISPATCH
             for kind in types:  # a subclass's own torch function may run anything
                 if kind is not _Tensor and kind is not _Parameter:
-                    counting = DISPATCH
-            if counting is FREE:
+                    way = DISPATCH
+            if way is FREE:
                 return _record_op(self, func, types, args, kwargs)
-        elif counting is not DISPATCH and not self._formula_applies(types, args):
-            counting = DISPATCH
-        if counting is DISPATCH:
-            with self.flop_mode:
+            if way is not DISPATCH and not self._formula_applies(args):
+                way = DISPATCH
+        if way is DISPATCH:
+            _push_dispatch(self.flop_mode)
+            try:
                 return _record_op(self, func, types, args, kwargs)
+            finally:
+                _pop_dispatch(None)
         index = len(self._ops)
         out = _record_op(self, func, types, args, kwargs)
         try:
-            count = counting(args, kwargs or {}, out)
+            count = way(args, kwargs or {}, out)
         except Exception as exc:  # a recorder bug must never break the user's forward
             self.on_failure(exc)
             return out
@@ -99,12 +131,12 @@ class CountingOpMode(OpMode):
         return out
 
     @staticmethod
-    def _formula_applies(types: Any, args: tuple) -> bool:
-        """Whether a formula of the arguments' shapes counts what this call runs: on
-        plain, dense tensors given by position, outside a backward pass and outside
-        ``torch.func`` transforms (whose tensors show one sample's shape)."""
-        return not types and bool(args) and isinstance(args[0], _Tensor) and \
-            not args[0].is_nested and _graph_task_id() < 0 and not _transforms_active()
+    def _formula_applies(args: tuple) -> bool:
+        """Whether a formula of the arguments' shapes counts what this call runs: on dense
+        tensors given by position, outside a backward pass and outside ``torch.func``
+        transforms (whose tensors show one sample's shape)."""
+        return bool(args) and isinstance(args[0], _Tensor) and not args[0].is_nested and \
+            _graph_task_id() < 0 and not _transforms_active()
 
     def push(self) -> None:
         if self.pushed:
@@ -113,8 +145,9 @@ class CountingOpMode(OpMode):
         mode, depth = self.flop_mode, _dispatch_depth()
         if mode is not None and depth and torch._C._get_dispatch_stack_at(depth - 1) is mode \
                 and torch._C._len_torch_function_stack() == 1:
-            mode.__exit__(None, None, None)
+            _pop_dispatch(None)  # the top of the stack, where no infra mode ever is
             self._direct, self._depth = True, depth - 1
+            self._user_depth = _user_depth()
 
     def pop(self) -> None:
         if self.pushed:
@@ -127,12 +160,10 @@ class CountingOpMode(OpMode):
         if not self._direct:
             return
         self._direct = False
-        above = []
-        while _dispatch_depth() > self._depth:
-            above.append(torch._C._pop_torch_dispatch_stack(None))
-        self.flop_mode.__enter__()
+        above = [_pop_dispatch(None) for _ in range(max(0, _user_depth() - self._user_depth))]
+        _push_dispatch(self.flop_mode)
         for mode in reversed(above):
-            torch._C._push_on_torch_dispatch_stack(mode)
+            _push_dispatch(mode)
 
 
 class OpCosts:
@@ -165,7 +196,7 @@ class OpCosts:
 
     def stop(self) -> None:
         if self.flop_mode is not None:
-            self.flop_mode.__exit__(None, None, None)
+            _leave(self.flop_mode)
             self.flop_mode = None
         self.saved_bytes.pop()
 
@@ -194,7 +225,8 @@ class OpCosts:
         clock = self.capture.clock
         if _graph_task_id() >= 0 and clock is not None and clock.running is not None:
             self.backward_flops[clock.running] = self.backward_flops.get(clock.running, 0) + count
-        elif self.capture.tracker.in_forward:  # a backward run by the forward's own code too
+        elif self.capture.tracker.in_forward:  # also a backward the forward itself runs
+            # (torch.autograd.grad in a forward): its FLOPs are the forward's op's
             index = len(self.capture.events.ops)
             self.flops[index] = self.flops.get(index, 0) + count
 
