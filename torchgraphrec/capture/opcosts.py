@@ -100,19 +100,9 @@ class CountingOpMode(OpMode):
         if _dispatch_depth() != self._depth:  # a dispatch mode entered in the forward
             self._restore()
             return _record_op(self, func, types, args, kwargs)
-        way = self._ways.get(func)
-        if way is None:
-            way = self._ways[func] = torch_level_counting(func) if self._shortcuts else DISPATCH
-        if way is not DISPATCH:
-            if forward_ad._current_level >= 0:
-                way = DISPATCH
-            for kind in types:  # a subclass's own torch function may run anything
-                if kind is not _Tensor and kind is not _Parameter:
-                    way = DISPATCH
-            if way is FREE:
-                return _record_op(self, func, types, args, kwargs)
-            if way is not DISPATCH and not self._formula_applies(args):
-                way = DISPATCH
+        way = self._way(func, types, args)
+        if way is FREE:
+            return _record_op(self, func, types, args, kwargs)
         if way is DISPATCH:
             _push_dispatch(self.flop_mode)
             try:
@@ -130,13 +120,27 @@ class CountingOpMode(OpMode):
             self.flops[index] = self.flops.get(index, 0) + count
         return out
 
-    @staticmethod
-    def _formula_applies(args: tuple) -> bool:
-        """Whether a formula of the arguments' shapes counts what this call runs: on dense
-        tensors given by position, outside a backward pass and outside ``torch.func``
-        transforms (whose tensors show one sample's shape)."""
-        return bool(args) and isinstance(args[0], _Tensor) and not args[0].is_nested and \
-            _graph_task_id() < 0 and not _transforms_active()
+    def _way(self, func: Any, types: Any, args: tuple) -> Any:
+        """How this call's FLOPs are counted: as its function's are (worked out once),
+        except that it runs under the FLOP mode under forward-mode AD (whose tangents run
+        products of their own), with a subclass's own torch function (which may run
+        anything), and where a formula would read the wrong shapes: not dense tensors
+        given by position, in a backward pass, under ``torch.func`` transforms (whose
+        tensors show one sample's shape)."""
+        way = self._ways.get(func)
+        if way is None:
+            way = self._ways[func] = torch_level_counting(func) if self._shortcuts else DISPATCH
+        if way is DISPATCH or forward_ad._current_level >= 0:
+            return DISPATCH
+        for kind in types:
+            if kind is not _Tensor and kind is not _Parameter:
+                return DISPATCH
+        if way is FREE:
+            return FREE
+        if args and isinstance(args[0], _Tensor) and not args[0].is_nested and \
+                _graph_task_id() < 0 and not _transforms_active():
+            return way
+        return DISPATCH
 
     def push(self) -> None:
         if self.pushed:
