@@ -12,8 +12,8 @@ from torch.autograd import forward_ad
 from torch.nn.parameter import is_lazy
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
-from torchgraphrec.capture.costs import (DISPATCH, FREE, FlopMode, SavedBytes, shortcuts_hold,
-                                         torch_level_counting)
+from torchgraphrec.capture.costs import FlopMode, SavedBytes
+from torchgraphrec.capture.flopways import DISPATCH, FREE, shortcuts_hold, torch_level_counting
 from torchgraphrec.capture.ops import OpMode
 from torchgraphrec.capture.state import CaptureState
 
@@ -70,7 +70,7 @@ class CountingOpMode(OpMode):
     every ATen op, more than the forward itself on some models.
 
     While it is pushed (:meth:`push`), the FLOP mode leaves the dispatch stack, and each op
-    is counted as :func:`~torchgraphrec.capture.costs.torch_level_counting` says: not at
+    is counted as :func:`~torchgraphrec.capture.flopways.torch_level_counting` says: not at
     all, by a formula of its arguments, or by the FLOP mode entered for that op alone; the
     counts are ``FlopCounterMode``'s. It does so only where nothing else could change what
     an op runs beneath it: the FLOP mode stays where it is (and counts every op, as outside
