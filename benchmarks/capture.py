@@ -17,8 +17,9 @@ only appending what each call and op took and made to lists (the least a Python 
 of every op does, before naming or building a graph); ``floor:noting+saved`` adds no-op
 saved-tensor hooks (grad mode: what counting saved bytes needs). ``--clock thread``
 measures the thread's CPU time instead of wall time (for a machine shared with other work:
-it is blind to time the process spends descheduled, which on an idle machine is the same). A peer that raises
-is shown as ``FAIL:<exception>``; one not installed as ``-`` (``pip install -e ".[bench]"``).
+it is blind to time the process spends descheduled, which on an idle machine is the same).
+A peer that raises is shown as ``FAIL:<exception>``; one not installed as ``-``
+(``pip install -e ".[bench]"``).
 
     python benchmarks/capture.py                          # everything (about 25 minutes)
     python benchmarks/capture.py --models mlp_deep_200 gpt2_small --tools torchgraphrec

@@ -101,9 +101,9 @@ Costs
 
     * ``flops`` and ``backward_flops`` (int): floating-point operations by PyTorch's own
       formulas (``torch.utils.flop_counter``): what ``FlopCounterMode`` counts for the ATen
-      ops each op ran (the fused attention kernels it has no formula for count as their
-      unfused matmuls), with ``flops=True``; attention counts the same whichever kernel ran. The
-      graph attributes of the same names hold the model's totals.
+      ops each op ran, with ``flops=True``; attention counts the same whichever kernel ran
+      (the fused kernels it has no formula for count as their unfused matmuls). The graph
+      attributes of the same names hold the model's totals.
     * ``saved_bytes`` (int): the bytes autograd saved for the backward while it ran (each
       storage once, at its full size; the storages of parameters and of the model's inputs
       not counted), recorded in grad mode. The graph attribute holds the total: what a
