@@ -10,6 +10,7 @@ import networkx as nx
 import torch
 from torch import nn
 
+from torchgraphrec._torch import DisableTorchFunction
 from torchgraphrec.capture.capture import Capture, check_ops
 from torchgraphrec.errors import CaptureError
 from torchgraphrec.gcpause import gc_paused
@@ -201,7 +202,7 @@ class Recorder:
         capture = self._capture or Capture(self.model, ops=self.ops)
         # the collector's passes cost more than the build itself; and no function mode of
         # the user's should take the build's own torch calls for the model's
-        with gc_paused(), torch._C.DisableTorchFunction():
+        with gc_paused(), DisableTorchFunction():
             graph = capture.graph(share=share)
             annotate(graph, self.store)
         return Recording(graph)

@@ -10,6 +10,7 @@ from torch import nn
 
 import torchgraphrec as tgr
 from helpers import nodes_of
+from torchgraphrec import _torch
 from torchgraphrec.capture import calls
 
 
@@ -70,7 +71,7 @@ def test_attention_in_eval_mode_runs_its_fused_kernel_while_recorded() -> None:
 
 
 def test_keyword_arguments_are_seen_before_the_call_without_module_hooks() -> None:
-    assert calls.kwargs_from_frame()
+    assert _torch.call_kwargs_readable()
     model = _encoder()
     with tgr.Recorder(model):  # hooks on the encoder's layers would turn its fast path off
         assert not any(m._forward_pre_hooks or m._forward_hooks for m in model.modules())
@@ -78,7 +79,7 @@ def test_keyword_arguments_are_seen_before_the_call_without_module_hooks() -> No
 
 def test_where_the_frame_cannot_be_read_module_hooks_see_keyword_arguments(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(calls, "kwargs_from_frame", lambda: False)
+    monkeypatch.setattr(calls, "call_kwargs_readable", lambda: False)
 
     class Add(nn.Module):
         def forward(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
+from torchgraphrec._torch import ACCUMULATE_GRAD as _ACCUMULATE_GRAD
 from torchgraphrec.errors import CaptureError
 
 __all__ = ["walk", "op_name", "is_leaf_accumulator", "place", "MAX_CHAIN"]
@@ -27,19 +28,6 @@ def op_name(grad_fn_name: str) -> str:
         stem = _SUFFIX.sub("", grad_fn_name) or grad_fn_name
         name = _names[grad_fn_name] = _CAMEL.sub("_", stem).lower().replace("2_d", "2d")
     return name
-
-
-def _accumulate_grad_type() -> type:
-    import torch
-
-    found = getattr(getattr(torch._C, "_functions", None), "AccumulateGrad", None)
-    if isinstance(found, type):
-        return found
-    leaf = torch.zeros(1, requires_grad=True)
-    return type((leaf * 1).grad_fn.next_functions[0][0])
-
-
-_ACCUMULATE_GRAD = _accumulate_grad_type()
 
 
 def is_leaf_accumulator(node: Any) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 import threading
 import time
@@ -11,58 +10,30 @@ from typing import Any, Callable, Optional
 import torch
 from torch.nn.modules import module as torch_module
 
+from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, DisableTorchFunction, \
+    autograd_sequence_number, call_kwargs, call_kwargs_readable, call_raised, current_frame, \
+    graph_task_id
 from torchgraphrec.capture.events import CallRecord
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
 from torchgraphrec.capture.values import version_of as _version
 
-__all__ = ["CallTracker", "kwargs_from_frame"]
+__all__ = ["CallTracker"]
 
 _Tensor = torch.Tensor
 _now = time.perf_counter_ns
 _thread_id = threading.get_ident
-_frame = sys._getframe
-_autograd_number: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
+_frame = current_frame
+_call_kwargs = call_kwargs
+_autograd_number: Callable[[], int] = autograd_sequence_number
 #: -1 outside a backward pass; module calls made during one (checkpoint recomputation)
 #: are part of the backward, not new forward calls.
-_graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
-
-
-def _call_kwargs(hook_frame: Any) -> dict:
-    """The keyword arguments of the module call whose global pre-hook runs in ``hook_frame``
-    (``{}`` where its caller holds none)."""
-    kwargs = hook_frame.f_back.f_locals.get("kwargs")
-    return kwargs if type(kwargs) is dict else {}
-
-
-@functools.lru_cache(maxsize=None)
-def kwargs_from_frame() -> bool:
-    """Whether a global forward pre-hook can read its call's keyword arguments from the
-    frame of ``Module._call_impl``, which holds them as ``kwargs`` (PyTorch gives global
-    pre-hooks none; per-module pre-hooks are given them, but PyTorch's
-    ``TransformerEncoderLayer`` refuses its fused fast path when any are attached).
-
-    >>> kwargs_from_frame()
-    True
-    """
-    found: list = []
-    probe = torch.nn.Identity()
-
-    def look(module: torch.nn.Module, args: tuple) -> None:
-        if module is probe:
-            found.append(_call_kwargs(sys._getframe()))
-
-    handle = torch_module.register_module_forward_pre_hook(look)
-    try:
-        probe(input=None)  # no tensor: no mode of the user's sees the probe
-    finally:
-        handle.remove()
-    return bool(found) and isinstance(found[0], dict) and "input" in found[0]
+_graph_task_id: Callable[[], int] = graph_task_id
 
 
 class CallTracker:
     """A global pre-hook (which reads each call's keyword arguments before the call runs,
-    see :func:`kwargs_from_frame`) and a global post-hook, filtered to the model's modules,
+    see :func:`~torchgraphrec._torch.call_kwargs_readable`) and a global post-hook, filtered to the model's modules,
     the recording thread and forward passes.
 
     A top-level call is a *forward*: ``on_begin`` runs before its inputs are noted and
@@ -93,20 +64,25 @@ class CallTracker:
         self.output_grad_fns: list[Any] = []
         self._handles: list[Any] = []
         self._thread = -1
-        self._quiet = torch._C.DisableTorchFunction()
+        self._quiet = DisableTorchFunction()
         self._noted: BaseException | None = None
 
     def attach(self) -> None:
         """Start listening (on the calling thread)."""
         self._thread = threading.get_ident()
-        if kwargs_from_frame():
+        if call_kwargs_readable():
             self._handles.append(torch_module.register_module_forward_pre_hook(self._pre_hook))
         else:  # correct, but hooks on a TransformerEncoderLayer turn off its fast path
             for module in self.state.table.modules:
                 self._handles.append(module.register_forward_pre_hook(self._pre_hook,
                                                                       with_kwargs=True))
-        self._handles.append(torch_module.register_module_forward_hook(
-            self._post_hook, with_kwargs=True, always_call=True))
+        if GLOBAL_FORWARD_HOOKS_TAKE_KWARGS:
+            self._handles.append(torch_module.register_module_forward_hook(
+                self._post_hook, with_kwargs=True, always_call=True))
+        else:
+            for module in self.state.table.modules:
+                self._handles.append(module.register_forward_hook(
+                    self._module_post_hook, with_kwargs=True, always_call=True))
 
     def detach(self) -> None:
         """Stop listening; safe to call twice."""
@@ -189,6 +165,15 @@ class CallTracker:
                 events.names.setdefault(~ref, name)
             refs.append(ref)
         return refs
+
+    def _module_post_hook(self, module: torch.nn.Module, args: tuple, kwargs: dict,
+                          output: Any) -> None:
+        """The post-hook as a module's own hook, which PyTorch gives the keyword arguments
+        also when the forward raised (a global one is then given none)."""
+        if output is None and call_raised(_frame()):
+            self._post_hook(module, args, None)
+        else:
+            self._post_hook(module, args, kwargs, output)
 
     def _post_hook(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
         if self._thread != _thread_id() or _graph_task_id() >= 0 or self.failure is not None \

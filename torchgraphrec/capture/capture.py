@@ -10,6 +10,7 @@ import networkx as nx
 import torch
 from torch import nn
 
+from torchgraphrec._torch import autograd_sequence_number
 from torchgraphrec.capture.autograd import MAX_CHAIN, walk
 from torchgraphrec.capture.backward import BackwardClock, owners
 from torchgraphrec.capture.build import build_graph
@@ -30,7 +31,7 @@ __all__ = ["Capture", "OPS"]
 
 #: The values ``ops=`` takes: every torch-level call, autograd's nodes, or no ops at all.
 OPS = (OpsMode.TORCH.value, OpsMode.AUTOGRAD.value, None)
-_autograd_number: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
+_autograd_number: Callable[[], int] = autograd_sequence_number
 
 
 def check_ops(ops: Any) -> str:

@@ -6,7 +6,12 @@ from typing import Any, Callable, Optional
 
 import torch
 from torch.utils import flop_counter
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, HigherOrderOperator, \
+    TorchDispatchMode, aten_overloads, aten_packets, dispatch_mode_depth, \
+    exclude_python_dispatch, has_composite_implicit_kernel, nested_sizes, \
+    pop_saved_tensor_hooks, push_saved_tensor_hooks, saved_tensor_hooks_active, \
+    saved_tensor_hooks_enabled, top_saved_tensor_hooks, torch_function_all_disabled
 
 __all__ = ["EXTRA_FORMULAS", "FlopMode", "Formula", "SavedBytes", "count_flops", "formula_of"]
 
@@ -18,7 +23,7 @@ def _sequences(tensor: torch.Tensor) -> list[tuple[int, int]]:
     """``(batch, length)`` of each block of rows: one for a dense ``batch × length × ...``
     tensor, one per sequence for a nested one (which runs on its real tokens only)."""
     if tensor.is_nested:
-        return [(1, int(size[0])) for size in tensor._nested_tensor_size().tolist()]
+        return [(1, int(size[0])) for size in nested_sizes(tensor)]
     return [(int(tensor.shape[0]), int(tensor.shape[1]))]
 
 
@@ -66,12 +71,14 @@ def _cpu_attention_backward(args: tuple, kwargs: dict, out: Any) -> int:
 #: that a model's FLOPs are the same whichever kernel ran: the CPU attention kernel (as
 #: SDPA's math backend counts it) and the fused fast paths of ``nn.MultiheadAttention``
 #: and ``nn.TransformerEncoderLayer`` (as their Python paths count).
-EXTRA_FORMULAS: dict[Any, Formula] = {
-    aten._scaled_dot_product_flash_attention_for_cpu: _cpu_attention,
-    aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_attention_backward,
-    aten._native_multi_head_attention: _native_attention,
-    aten._transformer_encoder_layer_fwd: _encoder_layer,
+_EXTRA_KERNELS: dict[str, Formula] = {
+    "_scaled_dot_product_flash_attention_for_cpu": _cpu_attention,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": _cpu_attention_backward,
+    "_native_multi_head_attention": _native_attention,
+    "_transformer_encoder_layer_fwd": _encoder_layer,
 }
+EXTRA_FORMULAS: dict[Any, Formula] = {  # a release without one of them lacks its entry
+    packet: _EXTRA_KERNELS[name] for name, packet in aten_packets(_EXTRA_KERNELS).items()}
 
 
 def formula_of(func: Any) -> Formula | None:
@@ -98,22 +105,12 @@ def count_flops(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
 
 
 #: What FlopCounterMode leaves to the next mode (NJT's sizes and strides).
-_METADATA = {aten.sym_is_contiguous.default, aten.is_contiguous.default,
-             aten.is_contiguous.memory_format, aten.is_strides_like_format.default,
-             aten.is_non_overlapping_and_dense.default, aten.size.default,
-             aten.sym_size.default, aten.stride.default, aten.sym_stride.default,
-             aten.storage_offset.default, aten.sym_storage_offset.default,
-             aten.numel.default, aten.sym_numel.default, aten.dim.default,
-             torch.ops.prim.layout.default}
-
-
-def _decomposable(func: Any) -> bool:
-    """Whether ``func.decompose`` can do anything (as ``OpOverload.decompose`` decides)."""
-    if func is torch.ops.prim.device.default:
-        return False
-    key = torch._C.DispatchKey.CompositeImplicitAutograd
-    return key in getattr(func, "py_kernels", {}) or \
-        torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), key)
+_METADATA = aten_overloads([
+    "sym_is_contiguous.default", "is_contiguous.default", "is_contiguous.memory_format",
+    "is_strides_like_format.default", "is_non_overlapping_and_dense.default", "size.default",
+    "sym_size.default", "stride.default", "sym_stride.default", "storage_offset.default",
+    "sym_storage_offset.default", "numel.default", "sym_numel.default", "dim.default",
+]) | aten_overloads(["layout.default"], namespace="prim")
 
 
 class FlopMode(TorchDispatchMode):
@@ -154,8 +151,7 @@ class FlopMode(TorchDispatchMode):
 
 #: Whether torch functions are off altogether, as for the recorder's own work (a subclass's
 #: default ``__torch_function__`` turns off only subclass handling, and its ops count).
-_all_disabled: Callable[[], bool] = getattr(
-    torch._C, "_is_torch_function_all_disabled", lambda: not torch._C._is_torch_function_enabled())
+_all_disabled: Callable[[], bool] = torch_function_all_disabled
 
 #: The plan of an op FlopMode leaves to the next mode.
 _PASS = object()
@@ -163,14 +159,12 @@ _PASS = object()
 
 def _plan(func: Any) -> Any:
     """What :class:`FlopMode` does with ``func``, worked out once per op."""
-    if func in _METADATA or isinstance(func, torch._ops.HigherOrderOperator):
+    if func in _METADATA or isinstance(func, HigherOrderOperator):
         return _PASS
-    return _decomposable(func), formula_of(func)
+    return has_composite_implicit_kernel(func), formula_of(func)
 
 
-_dispatch_modes: Callable[[], int] = torch._C._len_torch_dispatch_stack
-_PYTHON_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | \
-    torch._C.DispatchKeySet(torch._C.DispatchKey.PythonTLSSnapshot)
+_dispatch_modes: Callable[[], int] = dispatch_mode_depth
 
 
 class SavedBytes:
@@ -189,17 +183,23 @@ class SavedBytes:
         self._outer: Any = None
         self.active = False
 
-    def push(self, excluded: set[int]) -> bool:
+    def push(self, excluded: set[int]) -> Optional[str]:
         """Start counting, leaving out the storages ``excluded`` (which it keeps and adds
-        to); ``False`` where PyTorch forbids saved-tensor hooks here."""
-        self._outer = torch._C._autograd._top_saved_tensors_default_hooks(False)
-        try:
-            torch._C._autograd._push_saved_tensors_default_hooks(self._pack, self._unpack)
-        except RuntimeError:  # under torch.autograd.graph.disable_saved_tensors_hooks
-            return False
+        to); where it cannot, why not."""
+        if not saved_tensor_hooks_enabled():
+            return ("saved-tensor hooks are disabled here "
+                    "(torch.autograd.graph.disable_saved_tensors_hooks)")
+        if SAVED_TENSOR_HOOKS_READABLE:
+            self._outer = top_saved_tensor_hooks()
+        elif saved_tensor_hooks_active():  # ours would silently take their place
+            return ("saved-tensor hooks of your own are active, and this torch cannot hand "
+                    "tensors on to them (newer releases can)")
+        else:
+            self._outer = None
+        push_saved_tensor_hooks(self._pack, self._unpack)
         self.done = excluded
         self.active = True
-        return True
+        return None
 
     def exclude(self, tensor: torch.Tensor) -> None:
         """Leave ``tensor``'s storage out (a model input, say)."""
@@ -209,7 +209,7 @@ class SavedBytes:
         """Stop counting."""
         if self.active:
             self.active = False
-            torch._C._autograd._pop_saved_tensors_default_hooks()
+            pop_saved_tensor_hooks()
         self.done = set()
 
     def _pack(self, tensor: torch.Tensor) -> Any:
@@ -227,7 +227,7 @@ class SavedBytes:
         # detach is the recorder's own, which no dispatch mode (its own FLOP mode, a
         # user's) should see, and hiding it from them costs more than the detach
         if _dispatch_modes():
-            with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEYS):
+            with exclude_python_dispatch():
                 return tensor.detach()
         return tensor.detach()
 

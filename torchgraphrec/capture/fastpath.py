@@ -6,8 +6,8 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from torchgraphrec._torch import TorchDispatchMode
 from torchgraphrec.capture.ops import OpMode, prepare
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors

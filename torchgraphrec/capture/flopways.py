@@ -9,6 +9,7 @@ import torch
 from torch.nn import functional as F
 from torch.utils import flop_counter
 
+from torchgraphrec._torch import TensorBase
 from torchgraphrec.capture.costs import EXTRA_FORMULAS, Formula
 from torchgraphrec.capture.opnames import op_name_of
 
@@ -67,7 +68,7 @@ def _torch_own(func: Any) -> bool:
     """Whether ``func`` is PyTorch's own function or Tensor method (not a library's
     function or a custom op that happens to take part in torch-function dispatch)."""
     owner = getattr(func, "__objclass__", None)
-    if owner is torch._C.TensorBase or owner is torch.Tensor:
+    if owner is TensorBase or owner is torch.Tensor:
         return True
     module = getattr(func, "__module__", None) or ""
     return module in _TORCH_MODULES or module.startswith("torch._C.")

@@ -10,8 +10,10 @@ import torch
 from torch import nn
 from torch.autograd import forward_ad
 from torch.nn.parameter import is_lazy
-from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
+from torchgraphrec._torch import dispatch_mode_at, dispatch_mode_depth, dispatch_modes, \
+    function_mode_depth, functorch_transforms_active, graph_task_id, pop_dispatch_mode, \
+    push_dispatch_mode
 from torchgraphrec.capture.costs import FlopMode, SavedBytes
 from torchgraphrec.capture.flopways import DISPATCH, FREE, shortcuts_hold, torch_level_counting
 from torchgraphrec.capture.ops import OpMode
@@ -21,14 +23,11 @@ __all__ = ["CountingOpMode", "OpCosts"]
 
 _Tensor, _Parameter = torch.Tensor, nn.Parameter
 _record_op = OpMode.__torch_function__
-_dispatch_depth: Callable[[], int] = torch._C._len_torch_dispatch_stack
-_push_dispatch: Callable[[Any], None] = torch._C._push_on_torch_dispatch_stack
-_pop_dispatch: Callable[..., Any] = torch._C._pop_torch_dispatch_stack
-_transforms_active: Callable[[], bool] = getattr(torch._C, "_are_functorch_transforms_active",
-                                                 lambda: False)
-
-#: -1 outside a backward pass.
-_graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
+_dispatch_depth: Callable[[], int] = dispatch_mode_depth
+_push_dispatch: Callable[[Any], None] = push_dispatch_mode
+_pop_dispatch: Callable[[], Any] = pop_dispatch_mode
+_transforms_active: Callable[[], bool] = functorch_transforms_active
+_graph_task_id: Callable[[], int] = graph_task_id  # -1 outside a backward pass
 
 
 def _storages_of(modules: list[nn.Module]) -> set[int]:
@@ -47,18 +46,18 @@ def _storages_of(modules: list[nn.Module]) -> set[int]:
 def _user_depth() -> int:
     """How many modes the dispatch stack holds apart from the infra modes (fake tensors,
     functionalization, tracing), which sit at its bottom whenever they were entered."""
-    return sum(1 for mode in _get_current_dispatch_mode_stack()
+    return sum(1 for mode in dispatch_modes()
                if getattr(mode, "_mode_key", None) is None)
 
 
 def _leave(mode: FlopMode) -> None:
     """Leave ``mode`` where it is on the dispatch stack: on top, or under a mode a user
     entered since and never left (a forward that raised between their hooks), which stays."""
-    if mode not in _get_current_dispatch_mode_stack():
+    if mode not in dispatch_modes():
         return
     above = []
-    while torch._C._get_dispatch_stack_at(_dispatch_depth() - 1) is not mode:
-        above.append(_pop_dispatch(None))
+    while dispatch_mode_at(_dispatch_depth() - 1) is not mode:
+        above.append(_pop_dispatch())
     mode.__exit__(None, None, None)
     for other in reversed(above):
         _push_dispatch(other)
@@ -108,7 +107,7 @@ class CountingOpMode(OpMode):
             try:
                 return _record_op(self, func, types, args, kwargs)
             finally:
-                _pop_dispatch(None)
+                _pop_dispatch()
         index = len(self._ops)
         out = _record_op(self, func, types, args, kwargs)
         try:
@@ -147,9 +146,9 @@ class CountingOpMode(OpMode):
             return
         super().push()
         mode, depth = self.flop_mode, _dispatch_depth()
-        if mode is not None and depth and torch._C._get_dispatch_stack_at(depth - 1) is mode \
-                and torch._C._len_torch_function_stack() == 1:
-            _pop_dispatch(None)  # the top of the stack, where no infra mode ever is
+        if mode is not None and depth and dispatch_mode_at(depth - 1) is mode \
+                and function_mode_depth() == 1:
+            _pop_dispatch()  # the top of the stack, where no infra mode ever is
             self._direct, self._depth = True, depth - 1
             self._user_depth = _user_depth()
 
@@ -164,7 +163,7 @@ class CountingOpMode(OpMode):
         if not self._direct:
             return
         self._direct = False
-        above = [_pop_dispatch(None) for _ in range(max(0, _user_depth() - self._user_depth))]
+        above = [_pop_dispatch() for _ in range(max(0, _user_depth() - self._user_depth))]
         _push_dispatch(self.flop_mode)
         for mode in reversed(above):
             _push_dispatch(mode)
@@ -209,12 +208,10 @@ class OpCosts:
         self._first_op = len(self.capture.events.ops)
         if not torch.is_grad_enabled():
             return
-        if not self.saved_bytes.push(_storages_of(self.capture.table.modules)) \
-                and not self._warned:
+        why_not = self.saved_bytes.push(_storages_of(self.capture.table.modules))
+        if why_not is not None and not self._warned:
             self._warned = True
-            warnings.warn("saved-tensor hooks are disabled here (torch.autograd.graph."
-                          "disable_saved_tensors_hooks): recorded without saved_bytes",
-                          stacklevel=3)
+            warnings.warn(f"{why_not}: recorded without saved_bytes", stacklevel=3)
 
     def end_forward(self) -> None:
         if self.saved_bytes.active:

@@ -9,6 +9,8 @@ from typing import Any, Callable, Optional
 import torch
 from torch.overrides import TorchFunctionMode
 
+from torchgraphrec._torch import DisableTorchFunction, autograd_sequence_number, \
+    function_mode_depth, function_modes, pop_function_mode, push_function_mode
 from torchgraphrec.capture.opnames import TENSOR, mutates_by_name, op_name_of
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 from torchgraphrec.capture.values import version_of
@@ -19,7 +21,7 @@ _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
 _now = time.perf_counter_ns
 _ref = weakref.ref
-_autograd_number: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
+_autograd_number: Callable[[], int] = autograd_sequence_number
 
 
 def _scan(values: Any, inputs: list, plain: list) -> None:
@@ -233,8 +235,8 @@ class OpMode(TorchFunctionMode):
         """Start recording ops (at the start of a recorded forward)."""
         if not self.pushed:
             # modes below this one would see the handler's own metadata reads
-            outer = torch._C._len_torch_function_stack() > 0
-            self._guard = torch._C.DisableTorchFunction() if outer else None
+            outer = function_mode_depth() > 0
+            self._guard = DisableTorchFunction() if outer else None
             self.__enter__()
             self.pushed = True
 
@@ -243,15 +245,13 @@ class OpMode(TorchFunctionMode):
         if not self.pushed:
             return
         self.pushed = False
-        from torch.overrides import _get_current_function_mode_stack, _pop_mode, _push_mode
-
-        if self not in _get_current_function_mode_stack():
+        if self not in function_modes():
             return
         above = []
         while True:
-            mode = _pop_mode()
+            mode = pop_function_mode()
             if mode is self:
                 break
             above.append(mode)
         for mode in reversed(above):
-            _push_mode(mode)
+            push_function_mode(mode)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
+from torchgraphrec._torch import DisableTorchFunction, graph_task_id
 from torchgraphrec.capture.structures import tensors_with_paths
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.probes.probe import Context, Probe
@@ -18,7 +19,7 @@ from torchgraphrec.probes.store import Observation, Store
 __all__ = ["ProbeEngine"]
 
 #: -1 outside a backward pass; calls made during one (checkpoint recomputation) are skipped.
-_graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
+_graph_task_id: Callable[[], int] = graph_task_id
 
 
 class ProbeEngine:
@@ -51,7 +52,7 @@ class ProbeEngine:
         self._previous: dict[tuple[str, str], torch.Tensor] = {}
         self._lazy: set[int] = set()  # modules whose parameters are hooked once materialized
         self._thread = -1
-        self._quiet = torch._C.DisableTorchFunction()
+        self._quiet = DisableTorchFunction()
 
     def attach(self) -> None:
         """Hook the selected modules (on the calling thread) and their parameters."""

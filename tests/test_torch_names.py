@@ -1,0 +1,286 @@
+"""Each private or version-dependent torch name in torchgraphrec._torch does what the package needs of it.
+
+One test per name, named after it: a torch release that moves one fails that test alone.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.autograd import forward_ad
+from torch.overrides import TorchFunctionMode
+
+from torchgraphrec import _torch
+
+
+class _Passing(_torch.TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        return func(*args, **(kwargs or {}))
+
+
+class _Seeing(_torch.TorchDispatchMode):
+    """Notes the ATen ops it sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.seen.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_autograd_sequence_number_counts_autograd_nodes() -> None:
+    x = torch.ones(2, requires_grad=True)
+    before = _torch.autograd_sequence_number()
+    y = (x * 2).sum()
+    assert _torch.autograd_sequence_number() - before == 2
+    assert y.grad_fn._sequence_nr() == before + 1  # Node._sequence_nr, read inline
+
+
+def test_graph_task_id_is_negative_outside_a_backward_and_not_inside() -> None:
+    inside: list[int] = []
+    x = torch.ones(2, requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda grad: inside.append(_torch.graph_task_id()))
+    assert _torch.graph_task_id() < 0
+    y.sum().backward()
+    assert inside and inside[0] >= 0
+
+
+def test_accumulate_grad_is_the_class_of_a_leafs_gradient_node() -> None:
+    leaf = torch.ones(1, requires_grad=True)
+    assert type((leaf * 2).grad_fn.next_functions[0][0]) is _torch.ACCUMULATE_GRAD
+
+
+def test_saved_tensor_hooks_push_pop_and_top() -> None:
+    packed: list[torch.Size] = []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        packed.append(tensor.shape)
+        return tensor
+
+    def unpack(tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
+
+    x = torch.ones(3, requires_grad=True)
+    _torch.push_saved_tensor_hooks(pack, unpack)
+    try:
+        if _torch.SAVED_TENSOR_HOOKS_READABLE:
+            assert _torch.top_saved_tensor_hooks() == (pack, unpack)
+        (x * x).sum().backward()
+    finally:
+        _torch.pop_saved_tensor_hooks()
+    assert packed == [torch.Size([3]), torch.Size([3])]
+    assert torch.equal(x.grad, 2 * x.detach())
+    if _torch.SAVED_TENSOR_HOOKS_READABLE:
+        assert _torch.top_saved_tensor_hooks() is None
+
+
+def test_top_saved_tensor_hooks_says_clearly_where_torch_cannot_tell() -> None:
+    if _torch.SAVED_TENSOR_HOOKS_READABLE:
+        with torch.autograd.graph.save_on_cpu():
+            assert _torch.top_saved_tensor_hooks() is not None
+    else:
+        with pytest.raises(RuntimeError, match="cannot read the active saved-tensor hooks"):
+            _torch.top_saved_tensor_hooks()
+
+
+def test_function_mode_stack_depth_push_and_pop() -> None:
+    assert _torch.function_mode_depth() == 0
+    with TorchFunctionMode() as mode:
+        assert _torch.function_mode_depth() == 1
+        assert _torch.function_modes() == [mode]
+        popped = _torch.pop_function_mode()
+        assert popped is mode and _torch.function_mode_depth() == 0
+        _torch.push_function_mode(popped)
+    assert _torch.function_mode_depth() == 0
+
+
+def test_disable_torch_function_hides_calls_from_function_modes() -> None:
+    seen: list[object] = []
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Mode():
+        with _torch.DisableTorchFunction():
+            torch.ones(1) + 1
+            assert _torch.torch_function_all_disabled()
+        assert not _torch.torch_function_all_disabled()
+    assert seen == []
+
+
+def test_dispatch_mode_stack_depth_at_push_and_pop() -> None:
+    base = _torch.dispatch_mode_depth()
+    with _Passing() as mode:
+        assert _torch.dispatch_mode_depth() == base + 1
+        assert _torch.dispatch_mode_at(base) is mode
+        assert mode in _torch.dispatch_modes()
+        popped = _torch.pop_dispatch_mode()
+        assert popped is mode and _torch.dispatch_mode_depth() == base
+        _torch.push_dispatch_mode(popped)
+    assert _torch.dispatch_mode_depth() == base
+
+
+def test_exclude_python_dispatch_hides_calls_from_dispatch_modes() -> None:
+    with _Seeing() as mode:
+        torch.ones(2).detach()
+        before = len(mode.seen)
+        with _torch.exclude_python_dispatch():
+            torch.ones(2).detach()
+    assert before > 0 and len(mode.seen) == before
+
+
+def test_functorch_transforms_active_inside_vmap_only() -> None:
+    inside: list[bool] = []
+
+    def look(x: torch.Tensor) -> torch.Tensor:
+        inside.append(_torch.functorch_transforms_active())
+        return x * 2
+
+    torch.func.vmap(look)(torch.ones(3, 2))
+    assert inside == [True]
+    assert not _torch.functorch_transforms_active()
+
+
+def test_higher_order_operator_is_the_class_of_torch_ops_higher_order() -> None:
+    assert isinstance(torch.ops.higher_order.cond, _torch.HigherOrderOperator)
+
+
+def test_tensor_base_owns_the_tensor_methods_written_in_c() -> None:
+    assert torch.Tensor.add.__objclass__ is _torch.TensorBase
+
+
+def test_has_composite_implicit_kernel() -> None:
+    assert _torch.has_composite_implicit_kernel(torch.ops.aten.linear.default)
+    assert not _torch.has_composite_implicit_kernel(torch.ops.aten.addmm.default)
+
+
+def test_aten_packets_and_overloads_leave_out_what_this_torch_lacks() -> None:
+    assert list(_torch.aten_packets(["addmm", "not_an_op"])) == ["addmm"]
+    found = _torch.aten_overloads(["addmm.default", "addmm.not_an_overload", "not_an_op.default"])
+    assert found == frozenset({torch.ops.aten.addmm.default})
+    assert _torch.aten_overloads(["layout.default"], namespace="prim") == \
+        frozenset({torch.ops.prim.layout.default})
+
+
+def test_nested_sizes() -> None:
+    with pytest.warns(UserWarning, match="nested"):
+        nested = torch.nested.nested_tensor([torch.zeros(2, 3), torch.zeros(4, 3)])
+    assert _torch.nested_sizes(nested) == [[2, 3], [4, 3]]
+
+
+def test_call_kwargs_read_from_a_global_pre_hooks_caller() -> None:
+    found: list[dict] = []
+    probe = nn.Identity()
+
+    def look(module: nn.Module, args: tuple) -> None:
+        if module is probe:
+            found.append(_torch.call_kwargs(_torch.current_frame()))
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(look)
+    try:
+        probe(input=torch.ones(1))
+    finally:
+        handle.remove()
+    assert list(found[0]) == ["input"]
+    assert _torch.call_kwargs_readable()
+
+
+def test_call_kwargs_of_a_frame_without_them_is_empty() -> None:
+    def frame_without_kwargs() -> dict:
+        return _torch.call_kwargs(_torch.current_frame())
+
+    assert frame_without_kwargs() == {}
+
+
+@pytest.mark.parametrize("owner, attribute", _torch.INLINE_ATTRIBUTES,
+                         ids=[".".join(pair) for pair in _torch.INLINE_ATTRIBUTES])
+def test_inline_attribute(owner: str, attribute: str) -> None:
+    x = torch.ones(2, requires_grad=True)
+    module = nn.Linear(2, 2)
+    instances = {"Tensor": x, "UntypedStorage": x.untyped_storage(), "Module": module,
+                 "forward_ad": forward_ad, "Node": (x * 2).grad_fn}
+    value = getattr(instances[owner], attribute)
+    if (owner, attribute) == ("Tensor", "_version"):
+        before = value
+        with torch.no_grad():
+            x.add_(1)
+        assert x._version == before + 1
+    elif owner == "Module":
+        assert isinstance(value, dict)
+    elif owner == "forward_ad":
+        assert value == -1
+        with forward_ad.dual_level():
+            assert forward_ad._current_level >= 0
+    elif owner == "UntypedStorage":
+        assert value == x.detach().untyped_storage()._cdata != torch.ones(1).untyped_storage()._cdata
+    else:
+        assert callable(value) and isinstance(value(), int)
+
+
+def test_every_public_name_has_a_test_here() -> None:
+    import inspect
+
+    source = inspect.getsource(inspect.getmodule(test_inline_attribute))  # type: ignore[arg-type]
+    untested = [name for name in _torch.__all__ if f"_torch.{name}" not in source]
+    assert untested == []
+
+
+def test_no_module_but_torchgraphrec_torch_reaches_into_private_torch() -> None:
+    import pathlib
+    import re
+
+    package = pathlib.Path(_torch.__file__).parent
+    private = re.compile(r"(?<![\"'])torch\._C\b|torch\._ops\b|torch\.utils\._python_dispatch|"
+                         r"_get_sequence_nr|torch\.overrides import _")
+    offenders = [str(path.relative_to(package)) for path in package.rglob("*.py")
+                 if path.name != "_torch.py" and private.search(path.read_text())]
+    assert offenders == []
+
+
+def test_saved_tensor_hooks_active_and_enabled() -> None:
+    assert not _torch.saved_tensor_hooks_active()
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        assert _torch.saved_tensor_hooks_active()
+    assert _torch.saved_tensor_hooks_enabled()
+    with torch.autograd.graph.disable_saved_tensors_hooks("not here"):
+        assert not _torch.saved_tensor_hooks_enabled()
+
+
+def test_global_forward_hooks_take_kwargs_as_detected() -> None:
+    import inspect
+
+    takes = "with_kwargs" in inspect.signature(
+        torch.nn.modules.module.register_module_forward_hook).parameters
+    assert _torch.GLOBAL_FORWARD_HOOKS_TAKE_KWARGS is takes
+
+
+def test_call_raised_tells_a_raising_forward_from_one_run_while_handling_another() -> None:
+    seen: list[bool] = []
+
+    class Raises(nn.Module):
+        def forward(self, x: torch.Tensor) -> None:
+            raise ValueError("inside")
+
+    class ReturnsNone(nn.Module):
+        def forward(self, x: torch.Tensor) -> None:
+            return None
+
+    def look(module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
+        seen.append(_torch.call_raised(_torch.current_frame()))
+
+    raising, quiet = Raises(), ReturnsNone()
+    for module in (raising, quiet):
+        module.register_forward_hook(look, with_kwargs=True, always_call=True)
+    with pytest.raises(ValueError, match="inside"):
+        raising(torch.ones(1))
+    try:
+        raise KeyError("a caller's own")
+    except KeyError:
+        quiet(torch.ones(1))
+    assert seen == [True, False]

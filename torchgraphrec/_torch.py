@@ -1,0 +1,286 @@
+"""Every private or version-dependent torch name the package uses, looked up once, with a fallback."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from types import FrameType
+from typing import Any, Callable, Iterable, Optional
+
+import torch
+from torch.nn.modules.module import register_module_forward_hook, \
+    register_module_forward_pre_hook
+from torch.overrides import _get_current_function_mode_stack, _pop_mode, _push_mode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
+
+__all__ = [
+    "ACCUMULATE_GRAD", "DisableTorchFunction", "GLOBAL_FORWARD_HOOKS_TAKE_KWARGS",
+    "HigherOrderOperator", "INLINE_ATTRIBUTES",
+    "SAVED_TENSOR_HOOKS_READABLE", "TensorBase", "TorchDispatchMode", "aten_overloads",
+    "aten_packets", "autograd_sequence_number", "call_kwargs", "call_kwargs_readable", "call_raised", "current_frame",
+    "dispatch_mode_at",
+    "dispatch_mode_depth", "dispatch_modes", "exclude_python_dispatch",
+    "function_mode_depth", "function_modes", "functorch_transforms_active", "graph_task_id",
+    "has_composite_implicit_kernel", "nested_sizes",
+    "pop_dispatch_mode", "pop_function_mode", "pop_saved_tensor_hooks", "push_dispatch_mode",
+    "push_function_mode", "push_saved_tensor_hooks", "saved_tensor_hooks_active",
+    "saved_tensor_hooks_enabled",
+    "top_saved_tensor_hooks",
+    "torch_function_all_disabled",
+]
+
+_C: Any = torch._C
+
+#: Attributes read inline where a function call per event would cost more than the event:
+#: ``(owner, attribute)``, each checked by a test of its own so that a torch release that
+#: moves one fails with its name. ``Tensor._version`` names a tensor's value (the op handler
+#: and the hooks); ``UntypedStorage._cdata`` a storage (the saved-tensor hook); a module's
+#: ``_parameters``, ``_buffers`` and ``_modules`` are read without ``named_*()``'s generator
+#: walk, which costs more than a small layer's forward; ``forward_ad._current_level`` says
+#: whether forward-mode AD is on (asked per op when FLOPs are counted); an autograd
+#: node's ``_sequence_nr()`` places it (read for every node of the autograd walk).
+INLINE_ATTRIBUTES: tuple[tuple[str, str], ...] = (
+    ("Tensor", "_version"), ("UntypedStorage", "_cdata"), ("Module", "_parameters"),
+    ("Module", "_buffers"), ("Module", "_modules"), ("forward_ad", "_current_level"),
+    ("Node", "_sequence_nr"),
+)
+
+# -- autograd ------------------------------------------------------------------------------
+
+#: Autograd's next sequence number: each autograd node made takes one, so the difference
+#: around a call is how many nodes it made.
+autograd_sequence_number: Callable[[], int] = torch.autograd._get_sequence_nr  # type: ignore[attr-defined]
+
+#: The running backward pass's id, -1 outside one (checkpoint recomputation runs inside).
+graph_task_id: Callable[[], int] = getattr(_C, "_current_graph_task_id", lambda: -1)
+
+
+def _accumulate_grad_type() -> Optional[type]:
+    found = getattr(getattr(_C, "_functions", None), "AccumulateGrad", None)
+    if found is None:  # older releases expose it only through a leaf's gradient edge
+        leaf = torch.ones(1, requires_grad=True)
+        found = type((leaf * 1).grad_fn.next_functions[0][0])
+    return found
+
+
+#: The class of autograd's node that accumulates a leaf's gradient.
+ACCUMULATE_GRAD: Optional[type] = _accumulate_grad_type()
+
+# -- saved-tensor hooks --------------------------------------------------------------------
+
+push_saved_tensor_hooks: Callable[[Callable, Callable], None] = \
+    _C._autograd._push_saved_tensors_default_hooks
+pop_saved_tensor_hooks: Callable[[], None] = _C._autograd._pop_saved_tensors_default_hooks
+#: False under ``torch.autograd.graph.disable_saved_tensors_hooks``, where pushing raises.
+saved_tensor_hooks_enabled: Callable[[], bool] = _C._autograd._saved_tensors_hooks_is_enabled
+_top_hooks = getattr(_C._autograd, "_top_saved_tensors_default_hooks", None)
+
+#: Whether this torch can tell which saved-tensor hooks are active, so that hooks pushed
+#: above them can hand each tensor on to them (only the innermost pair runs).
+SAVED_TENSOR_HOOKS_READABLE: bool = _top_hooks is not None
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def saved_tensor_hooks_active() -> bool:
+    """Whether saved-tensor hooks are active here; where this torch cannot read them, it
+    is asked by saving a tensor of its own (which such hooks are given) and trying to give
+    its saved value hooks of its own, which autograd refuses where it has some already.
+
+    >>> saved_tensor_hooks_active()
+    False
+    >>> with torch.autograd.graph.save_on_cpu():
+    ...     saved_tensor_hooks_active()
+    True
+    """
+    if _top_hooks is not None:
+        return _top_hooks(False) is not None
+    with DisableTorchFunction(), exclude_python_dispatch(), torch.enable_grad():
+        leaf = torch.ones(1, requires_grad=True)
+        product = leaf * leaf  # kept alive: its node holds the saved value
+        try:
+            product.grad_fn._raw_saved_self.register_hooks(_same, _same)
+        except RuntimeError as error:
+            if "already been set" in str(error):
+                return True
+            raise
+    return False
+
+
+def top_saved_tensor_hooks() -> Optional[tuple[Callable, Callable]]:
+    """The innermost active ``(pack, unpack)`` pair of saved-tensor hooks, ``None`` where
+    there is none; raises ``RuntimeError`` where this torch cannot tell (see
+    :data:`SAVED_TENSOR_HOOKS_READABLE`).
+
+    >>> not SAVED_TENSOR_HOOKS_READABLE or top_saved_tensor_hooks() is None
+    True
+    """
+    if _top_hooks is None:
+        raise RuntimeError("this torch cannot read the active saved-tensor hooks "
+                           "(torch._C._autograd._top_saved_tensors_default_hooks is missing)")
+    return _top_hooks(False)
+
+
+# -- torch-function modes ------------------------------------------------------------------
+
+DisableTorchFunction: type = _C.DisableTorchFunction
+function_mode_depth: Callable[[], int] = _C._len_torch_function_stack
+function_modes: Callable[[], list] = _get_current_function_mode_stack
+pop_function_mode: Callable[[], Any] = _pop_mode
+push_function_mode: Callable[[Any], None] = _push_mode
+
+#: Whether torch functions are off altogether, as for the recorder's own work (a subclass's
+#: default ``__torch_function__`` turns off only subclass handling).
+torch_function_all_disabled: Callable[[], bool] = getattr(
+    _C, "_is_torch_function_all_disabled", lambda: not _C._is_torch_function_enabled())
+
+# -- dispatch modes ------------------------------------------------------------------------
+
+dispatch_mode_depth: Callable[[], int] = _C._len_torch_dispatch_stack
+dispatch_mode_at: Callable[[int], Any] = _C._get_dispatch_stack_at
+push_dispatch_mode: Callable[[Any], None] = _C._push_on_torch_dispatch_stack
+#: Take the innermost mode off the dispatch stack, without leaving it, and return it (a
+#: partial: this runs per op where FLOPs are counted).
+pop_dispatch_mode: Callable[[], Any] = functools.partial(_C._pop_torch_dispatch_stack, None)
+dispatch_modes: Callable[[], list] = _get_current_dispatch_mode_stack
+functorch_transforms_active: Callable[[], bool] = getattr(
+    _C, "_are_functorch_transforms_active", lambda: False)
+HigherOrderOperator: type = torch._ops.HigherOrderOperator
+TensorBase: type = _C.TensorBase
+
+_PYTHON_KEYS = _C.DispatchKeySet(_C.DispatchKey.Python) | \
+    _C.DispatchKeySet(_C.DispatchKey.PythonTLSSnapshot)
+
+
+def exclude_python_dispatch() -> Any:
+    """A guard under which no Python dispatch mode sees the ATen calls made (the
+    recorder's own, inside a hook)."""
+    return _C._ExcludeDispatchKeyGuard(_PYTHON_KEYS)
+
+
+def has_composite_implicit_kernel(func: Any) -> bool:
+    """Whether the ATen op ``func`` has a decomposition (as ``OpOverload.decompose`` decides).
+
+    >>> has_composite_implicit_kernel(torch.ops.aten.linear.default)
+    True
+    >>> has_composite_implicit_kernel(torch.ops.aten.mm.default)
+    False
+    """
+    if func is torch.ops.prim.device.default:
+        return False
+    key = _C.DispatchKey.CompositeImplicitAutograd
+    return key in getattr(func, "py_kernels", {}) or \
+        _C._dispatch_has_kernel_for_dispatch_key(func.name(), key)
+
+
+# -- ATen ops ------------------------------------------------------------------------------
+
+
+def aten_packets(names: Iterable[str]) -> dict[str, Any]:
+    """The ATen op packets of ``names`` that this torch has (a release without one simply
+    lacks it).
+
+    >>> sorted(aten_packets(["mm", "no_such_op"]))
+    ['mm']
+    """
+    return {name: getattr(torch.ops.aten, name) for name in names
+            if hasattr(torch.ops.aten, name)}
+
+
+def aten_overloads(names: Iterable[str], namespace: str = "aten") -> frozenset:
+    """The ATen overloads ``"op.overload"`` of ``names`` that this torch has.
+
+    >>> [str(op) for op in aten_overloads(["mm.default", "no_such_op.default"])]
+    ['aten.mm.default']
+    """
+    ops = getattr(torch.ops, namespace)
+    found = set()
+    for name in names:
+        packet_name, _, overload = name.partition(".")
+        if not hasattr(ops, packet_name):
+            continue
+        packet = getattr(ops, packet_name)
+        if overload in packet.overloads():
+            found.add(getattr(packet, overload))
+    return frozenset(found)
+
+
+# -- tensors and modules -------------------------------------------------------------------
+
+
+def nested_sizes(tensor: torch.Tensor) -> list[list[int]]:
+    """The size of each component of a nested tensor.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():  # "nested tensors are a prototype"
+    ...     warnings.simplefilter("ignore")
+    ...     nested = torch.nested.nested_tensor([torch.zeros(2, 4), torch.zeros(3, 4)])
+    >>> nested_sizes(nested)
+    [[2, 4], [3, 4]]
+    """
+    return tensor._nested_tensor_size().tolist()
+
+
+def call_kwargs(hook_frame: FrameType) -> dict:
+    """The keyword arguments of the module call whose global forward pre-hook runs in
+    ``hook_frame``, read from the frame of ``Module._call_impl`` that called the hook, which
+    holds them as ``kwargs`` (``{}`` where it holds none)."""
+    caller = hook_frame.f_back
+    kwargs = caller.f_locals.get("kwargs") if caller is not None else None
+    return kwargs if type(kwargs) is dict else {}
+
+
+def call_raised(hook_frame: FrameType) -> bool:
+    """Whether the module call whose forward hook runs in ``hook_frame`` is unwinding an
+    exception its forward raised (PyTorch runs ``always_call`` hooks then): the exception
+    being handled passed through the frame of ``Module._call_impl`` that called the hook
+    (one a caller was already handling did not)."""
+    caller = hook_frame.f_back
+    trace = sys.exc_info()[2]
+    while trace is not None:
+        if trace.tb_frame is caller:
+            return True
+        trace = trace.tb_next
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def call_kwargs_readable() -> bool:
+    """Whether a global forward pre-hook can read its call's keyword arguments with
+    :func:`call_kwargs` (PyTorch gives global pre-hooks none; per-module pre-hooks are given
+    them, but PyTorch's ``TransformerEncoderLayer`` refuses its fused fast path when any are
+    attached).
+
+    >>> call_kwargs_readable()
+    True
+    """
+    found: list = []
+    probe = torch.nn.Identity()
+
+    def look(module: torch.nn.Module, args: tuple) -> None:
+        if module is probe:
+            found.append(call_kwargs(current_frame()))
+
+    handle = register_module_forward_pre_hook(look)
+    try:
+        probe(input=None)  # no tensor: no mode of the user's sees the probe
+    finally:
+        handle.remove()
+    return bool(found) and "input" in found[0]
+
+
+def _takes_keyword(function: Callable, name: str) -> bool:
+    return name in inspect.signature(function).parameters
+
+
+#: Whether PyTorch's global forward hooks can be given each call's keyword arguments (and so
+#: tell a call that raised, which they are then given none of): where not, the recorder
+#: hooks each module instead.
+GLOBAL_FORWARD_HOOKS_TAKE_KWARGS: bool = _takes_keyword(register_module_forward_hook,
+                                                        "with_kwargs")
+
+#: The frame of the running function (CPython's).
+current_frame: Callable[[], FrameType] = sys._getframe
