@@ -24,8 +24,7 @@ __all__ = [
     "function_mode_depth", "function_modes", "functorch_transforms_active", "graph_task_id",
     "has_composite_implicit_kernel", "nested_sizes",
     "pop_dispatch_mode", "pop_function_mode", "pop_saved_tensor_hooks", "push_dispatch_mode",
-    "push_function_mode", "push_saved_tensor_hooks", "saved_tensor_hooks_active",
-    "saved_tensor_hooks_enabled",
+    "push_function_mode", "push_saved_tensor_hooks", "saved_tensor_hooks_enabled",
     "top_saved_tensor_hooks",
     "torch_function_all_disabled",
 ]
@@ -79,35 +78,6 @@ _top_hooks = getattr(_C._autograd, "_top_saved_tensors_default_hooks", None)
 #: Whether this torch can tell which saved-tensor hooks are active, so that hooks pushed
 #: above them can hand each tensor on to them (only the innermost pair runs).
 SAVED_TENSOR_HOOKS_READABLE: bool = _top_hooks is not None
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-def saved_tensor_hooks_active() -> bool:
-    """Whether saved-tensor hooks are active here; where this torch cannot read them, it
-    is asked by saving a tensor of its own (which such hooks are given) and trying to give
-    its saved value hooks of its own, which autograd refuses where it has some already.
-
-    >>> saved_tensor_hooks_active()
-    False
-    >>> with torch.autograd.graph.save_on_cpu():
-    ...     saved_tensor_hooks_active()
-    True
-    """
-    if _top_hooks is not None:
-        return _top_hooks(False) is not None
-    with DisableTorchFunction(), exclude_python_dispatch(), torch.enable_grad():
-        leaf = torch.ones(1, requires_grad=True)
-        product = leaf * leaf  # kept alive: its node holds the saved value
-        try:
-            product.grad_fn._raw_saved_self.register_hooks(_same, _same)
-        except RuntimeError as error:
-            if "already been set" in str(error):
-                return True
-            raise
-    return False
 
 
 def top_saved_tensor_hooks() -> Optional[tuple[Callable, Callable]]:

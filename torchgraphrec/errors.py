@@ -1,6 +1,6 @@
 """The exceptions torchgraphrec raises of its own."""
 
-__all__ = ["TorchGraphRecError", "SchemaError", "CaptureError"]
+__all__ = ["TorchGraphRecError", "SchemaError", "CaptureError", "SavedBytesNotCounted"]
 
 
 class TorchGraphRecError(Exception):
@@ -18,3 +18,7 @@ class SchemaError(TorchGraphRecError, ValueError):
 
 class CaptureError(TorchGraphRecError, RuntimeError):
     """The recorder itself failed; the user's model was left as it was."""
+
+
+class SavedBytesNotCounted(UserWarning):
+    """A forward in grad mode was recorded without ``saved_bytes``; the message says why."""

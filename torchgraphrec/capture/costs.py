@@ -10,10 +10,9 @@ from torch.utils import flop_counter
 from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, HigherOrderOperator, \
     TorchDispatchMode, aten_overloads, aten_packets, dispatch_mode_depth, \
     exclude_python_dispatch, has_composite_implicit_kernel, nested_sizes, \
-    pop_saved_tensor_hooks, push_saved_tensor_hooks, saved_tensor_hooks_active, \
-    saved_tensor_hooks_enabled, top_saved_tensor_hooks, torch_function_all_disabled
+    pop_saved_tensor_hooks, push_saved_tensor_hooks, saved_tensor_hooks_enabled, top_saved_tensor_hooks, torch_function_all_disabled
 
-__all__ = ["EXTRA_FORMULAS", "FlopMode", "Formula", "SavedBytes", "count_flops", "formula_of"]
+__all__ = ["UNREADABLE_HOOKS", "EXTRA_FORMULAS", "FlopMode", "Formula", "SavedBytes", "count_flops", "formula_of"]
 
 aten = torch.ops.aten
 Formula = Callable[[tuple, dict, Any], int]
@@ -167,6 +166,13 @@ def _plan(func: Any) -> Any:
 _dispatch_modes: Callable[[], int] = dispatch_mode_depth
 
 
+#: Why saved bytes are not counted on a torch that cannot tell which saved-tensor hooks are
+#: active (only the innermost pair runs, so the recorder's would hide a user's).
+UNREADABLE_HOOKS = ("this torch cannot tell which saved-tensor hooks are active "
+                    "(torch._C._autograd._top_saved_tensors_default_hooks is missing), so "
+                    "counting saved bytes could hide yours; newer torch releases can tell")
+
+
 class SavedBytes:
     """Saved-tensor hooks that count the bytes autograd saves for the backward while each
     op of ``ops`` runs (into :attr:`by_op`), each storage once at its full size, leaving
@@ -186,16 +192,12 @@ class SavedBytes:
     def push(self, excluded: set[int]) -> Optional[str]:
         """Start counting, leaving out the storages ``excluded`` (which it keeps and adds
         to); where it cannot, why not."""
+        if not SAVED_TENSOR_HOOKS_READABLE:  # ours could silently take the place of a user's
+            return UNREADABLE_HOOKS
         if not saved_tensor_hooks_enabled():
             return ("saved-tensor hooks are disabled here "
                     "(torch.autograd.graph.disable_saved_tensors_hooks)")
-        if SAVED_TENSOR_HOOKS_READABLE:
-            self._outer = top_saved_tensor_hooks()
-        elif saved_tensor_hooks_active():  # ours would silently take their place
-            return ("saved-tensor hooks of your own are active, and this torch cannot hand "
-                    "tensors on to them (newer releases can)")
-        else:
-            self._outer = None
+        self._outer = top_saved_tensor_hooks()
         push_saved_tensor_hooks(self._pack, self._unpack)
         self.done = excluded
         self.active = True

@@ -14,12 +14,16 @@ from torch.nn.parameter import is_lazy
 from torchgraphrec._torch import dispatch_mode_at, dispatch_mode_depth, dispatch_modes, \
     function_mode_depth, functorch_transforms_active, graph_task_id, pop_dispatch_mode, \
     push_dispatch_mode
-from torchgraphrec.capture.costs import FlopMode, SavedBytes
+from torchgraphrec.capture.costs import UNREADABLE_HOOKS, FlopMode, SavedBytes
 from torchgraphrec.capture.flopways import DISPATCH, FREE, shortcuts_hold, torch_level_counting
 from torchgraphrec.capture.ops import OpMode
 from torchgraphrec.capture.state import CaptureState
+from torchgraphrec.errors import SavedBytesNotCounted
 
 __all__ = ["CountingOpMode", "OpCosts"]
+
+#: Reasons for not counting saved bytes that are said once per process.
+_SAID: set[str] = set()
 
 _Tensor, _Parameter = torch.Tensor, nn.Parameter
 _record_op = OpMode.__torch_function__
@@ -209,9 +213,12 @@ class OpCosts:
         if not torch.is_grad_enabled():
             return
         why_not = self.saved_bytes.push(_storages_of(self.capture.table.modules))
-        if why_not is not None and not self._warned:
+        if why_not is not None and not self._warned and why_not not in _SAID:
             self._warned = True
-            warnings.warn(f"{why_not}: recorded without saved_bytes", stacklevel=3)
+            if why_not is UNREADABLE_HOOKS:  # true of every recording: said once
+                _SAID.add(why_not)
+            warnings.warn(f"{why_not}: recorded without saved_bytes", SavedBytesNotCounted,
+                          stacklevel=3)
 
     def end_forward(self) -> None:
         if self.saved_bytes.active:
