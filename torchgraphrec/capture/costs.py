@@ -6,7 +6,9 @@ from typing import Any, Callable, Optional
 
 import torch
 from torch.utils import flop_counter
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+from torchgraphrec.capture.storages import storages_of
 
 __all__ = ["EXTRA_FORMULAS", "FlopMode", "Formula", "SavedBytes", "count_flops", "formula_of"]
 
@@ -173,6 +175,15 @@ _PYTHON_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | \
     torch._C.DispatchKeySet(torch._C.DispatchKey.PythonTLSSnapshot)
 
 
+def _detach_keeping_type(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor.detach()`` for a subclass (a DTensor, a fake tensor, any wrapper), which
+    only its own ``__torch_dispatch__`` can make: with the Python key excluded the detach
+    would strip it to a plain tensor, and the backward would mix the two. The dispatch
+    modes step aside meanwhile, so that none sees the recorder's own detach."""
+    with _disable_current_modes():
+        return tensor.detach()
+
+
 class SavedBytes:
     """Saved-tensor hooks that count the bytes autograd saves for the backward while each
     op of ``ops`` runs (into :attr:`by_op`), each storage once at its full size, leaving
@@ -202,8 +213,8 @@ class SavedBytes:
         return True
 
     def exclude(self, tensor: torch.Tensor) -> None:
-        """Leave ``tensor``'s storage out (a model input, say)."""
-        self.done.add(tensor.untyped_storage()._cdata)
+        """Leave ``tensor``'s storages out (a model input, say)."""
+        self.done.update(storage._cdata for storage in storages_of(tensor))
 
     def pop(self) -> None:
         """Stop counting."""
@@ -213,12 +224,16 @@ class SavedBytes:
         self.done = set()
 
     def _pack(self, tensor: torch.Tensor) -> Any:
-        storage = tensor.untyped_storage()
-        key = storage._cdata
-        if key not in self.done:
-            self.done.add(key)
-            index = len(self._ops)
-            self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
+        try:
+            storages = [tensor.untyped_storage()]
+        except (NotImplementedError, RuntimeError):  # a sparse tensor: its indices and values
+            storages = storages_of(tensor)
+        for storage in storages:
+            key = storage._cdata
+            if key not in self.done:
+                self.done.add(key)
+                index = len(self._ops)
+                self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
         if self._outer is not None:
             return self._outer[0](tensor)
         if tensor.is_leaf:  # no autograd node of its own: holding it makes no cycle
@@ -227,6 +242,8 @@ class SavedBytes:
         # detach is the recorder's own, which no dispatch mode (its own FLOP mode, a
         # user's) should see, and hiding it from them costs more than the detach
         if _dispatch_modes():
+            if type(tensor) is not torch.Tensor:
+                return _detach_keeping_type(tensor)
             with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEYS):
                 return tensor.detach()
         return tensor.detach()
