@@ -131,3 +131,56 @@ def test_a_saved_subclass_keeps_its_type_under_a_users_dispatch_mode(flops: bool
     for (name, param), (_, expected) in zip(model.named_parameters(), plain.named_parameters()):
         assert type(param.grad) is Wrapped, name
         assert torch.equal(param.grad.elem, expected.grad.elem), name
+
+
+class NumpyIndexed(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x[np.array([0, 2])]
+        columns = x[:, np.array([True, False, True])]
+        return rows.sum() + columns.sum() + x[np.int64(1)].sum()
+
+
+def test_numpy_arrays_among_an_ops_arguments_are_recorded_and_written() -> None:
+    x = torch.randn(4, 3)
+    recording = tgr.record(NumpyIndexed(), x)
+    assert torch.equal(recording.output, NumpyIndexed()(x))
+    indexing = [a["args"] for a in nodes_of(recording.graph, "op").values()
+                if a["name"] == "getitem"]
+    assert indexing == [f"[{np.array([0, 2])!r}]",
+                        f"[:, {np.array([True, False, True])!r}]", f"[{np.int64(1)!r}]"]
+
+
+class Unprintable:
+    """An argument whose repr and == raise."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no ==")
+
+    __hash__ = object.__hash__
+
+
+DEFAULT = Unprintable()
+
+
+def scale(tensor: torch.Tensor, factor: object, offset: object = DEFAULT) -> torch.Tensor:
+    """A user's function that torch-function modes see, with any values for arguments."""
+    if torch.overrides.has_torch_function((tensor,)):
+        return torch.overrides.handle_torch_function(scale, (tensor,), tensor, factor,
+                                                     offset=offset)
+    return tensor * 2
+
+
+class Scaled(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return scale(x, np.array([1.0, 2.0]), offset=Unprintable())
+
+
+def test_any_argument_value_is_recorded_never_a_crash() -> None:
+    x = torch.randn(2, 3)
+    recording = tgr.record(Scaled(), x)
+    assert torch.equal(recording.output, x * 2)
+    [op] = nodes_of(recording.graph, "op").values()
+    assert (op["name"], op["args"]) == ("scale", f"{np.array([1.0, 2.0])!r}, offset=<Unprintable>")
