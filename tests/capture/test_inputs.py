@@ -184,3 +184,46 @@ def test_any_argument_value_is_recorded_never_a_crash() -> None:
     assert torch.equal(recording.output, x * 2)
     [op] = nodes_of(recording.graph, "op").values()
     assert (op["name"], op["args"]) == ("scale", f"{np.array([1.0, 2.0])!r}, offset=<Unprintable>")
+
+
+class BuiltInForward(nn.Module):
+    """Keras-style: its layers and a scale are made by the first forward, for its input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not len(self.layers):
+            self.layers.append(nn.Sequential(nn.Linear(x.shape[-1], 4), nn.ReLU()))
+            self.layers.append(nn.Linear(4, 2))
+            self.register_buffer("shift", torch.ones(2))
+            self.scale = nn.Parameter(torch.full((2,), 0.5))
+        for layer in self.layers:
+            x = layer(x)
+        return x * self.scale + self.shift
+
+
+def _calls_and_params(graph) -> tuple[list[str], dict[str, set[str]]]:
+    calls = sorted(f"{a['qualname']}#{a['call_index']}" for a in nodes_of(graph, "layer").values())
+    users = {node: {graph.nodes[op]["name"] for op in graph.successors(node)}
+             for node in nodes_of(graph, "param")}
+    return calls, users
+
+
+def test_modules_and_parameters_built_in_the_first_forward_are_recorded() -> None:
+    torch.manual_seed(0)
+    model, x = BuiltInForward(), torch.randn(3, 5)
+    recording = tgr.record(model, x, backward=True)
+    tgr.validate(recording.graph)
+    calls, users = _calls_and_params(recording.graph)
+    # the model as its first forward left it, recorded again: the same calls and params
+    assert (calls, users) == _calls_and_params(tgr.record(model, x).graph)
+    assert calls == ["#0", "layers.0#0", "layers.0.0#0", "layers.0.1#0", "layers.1#0"]
+    named = {f"param:{name}" for name, _ in [*model.named_parameters(), *model.named_buffers()]}
+    assert set(users) == named
+    assert users["param:layers.0.0.weight"] == {"linear"}
+    assert users["param:scale"] == {"mul"} and users["param:shift"] == {"add"}
+    layers = nodes_of(recording.graph, "layer")
+    assert layers["layer:layers.0#0"]["num_params"] == 5 * 4 + 4
+    assert torch.equal(recording.output, model(x))
