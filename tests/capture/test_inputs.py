@@ -133,6 +133,77 @@ def test_a_saved_subclass_keeps_its_type_under_a_users_dispatch_mode(flops: bool
         assert torch.equal(param.grad.elem, expected.grad.elem), name
 
 
+class Checkpointed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Linear(4, 4)
+        self.body = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.utils.checkpoint.checkpoint(self.body, self.stem(x), use_reentrant=True)
+        return self.head(hidden)
+
+
+def test_a_reentrant_checkpoints_recomputation_is_counted_in_its_backward() -> None:
+    torch.manual_seed(0)
+    model, x = Checkpointed(), torch.randn(3, 4)
+    plain = copy.deepcopy(model)
+    with FlopCounterMode(display=False) as counter:
+        expected = plain(x)
+        forward = counter.get_total_flops()
+        backward_loss(expected).backward()
+    recording = tgr.record(model, x, backward=True, flops=True)
+    graph = recording.graph
+    assert graph.graph["flops"] == forward
+    assert graph.graph["flops"] + graph.graph["backward_flops"] == counter.get_total_flops()
+    # the recomputation and the body's backward are the checkpointed call's
+    layers = nodes_of(graph, "layer")
+    assert layers["layer:body#0"]["backward_flops"] > 2 * layers["layer:body#0"]["flops"]
+    assert torch.equal(recording.output, expected)
+    for (name, param), (_, want) in zip(model.named_parameters(), plain.named_parameters()):
+        assert torch.equal(param.grad, want.grad), name
+
+
+def test_a_backward_under_fake_tensors_records_its_flops() -> None:
+    with FakeTensorMode():
+        model, plain = (nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+                        for _ in range(2))
+        x, plain_x = (torch.randn(3, 4, requires_grad=True) for _ in range(2))
+        with FlopCounterMode(display=False) as counter:
+            backward_loss(plain(plain_x)).backward()
+        graph = tgr.record(model, x, backward=True, flops=True).graph
+        grads = [(type(p.grad), p.grad.shape) for p in model.parameters()]
+    assert graph.graph["flops"] + graph.graph["backward_flops"] == counter.get_total_flops() > 0
+    assert grads == [(FakeTensor, p.shape) for p in model.parameters()]
+    assert type(x.grad) is FakeTensor and x.grad.shape == x.shape
+
+
+class BackwardInForward(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(16, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        F.linear(x, self.weight).sum().backward()
+        return F.linear(x, self.weight)
+
+
+def test_a_backward_inside_the_forward_has_its_flops_on_a_backward_op() -> None:
+    torch.manual_seed(0)
+    model, x = BackwardInForward(), torch.randn(4, 8)
+    loss = F.linear(x, copy.deepcopy(model).weight).sum()
+    with FlopCounterMode(display=False) as backward_counter:
+        loss.backward()
+    with FlopCounterMode(display=False) as linear_counter:
+        F.linear(x, model.weight)
+    graph = tgr.record(model, x, flops=True).graph
+    ops = [(a["name"], a["flops"]) for a in nodes_of(graph, "op").values()]
+    assert ops[2:] == [("backward", backward_counter.get_total_flops()),
+                       ("linear", linear_counter.get_total_flops())]
+    assert graph.nodes["op:backward#2"]["grad_fn"] is None
+
+
 class NumpyIndexed(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x[np.array([0, 2])]

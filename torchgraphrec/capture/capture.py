@@ -10,7 +10,7 @@ import networkx as nx
 import torch
 from torch import nn
 
-from torchgraphrec.capture.autograd import MAX_CHAIN, walk
+from torchgraphrec.capture.autograd import MAX_CHAIN, is_function_node, walk
 from torchgraphrec.capture.backward import BackwardClock, owners
 from torchgraphrec.capture.build import build_graph
 from torchgraphrec.capture.calls import CallTracker
@@ -189,7 +189,7 @@ class Capture:
         if not ops or self.state.chains.too_deep:
             return []
         found = walk(roots, self._number, _autograd_number())
-        pairs = owners([op[11] for op in ops], found, self._first_op)
+        pairs = owners([op[11] for op in ops], found, self._first_op, is_function_node)
         return [(node, self.namer.op_ids[index]) for node, index in pairs]
 
     def graph(self, *, share: bool = False) -> nx.DiGraph:

@@ -24,7 +24,7 @@ _METADATA = frozenset({
     "__repr__", "__str__", "__bool__", "__int__", "__float__", "__index__", "__complex__",
     "__hash__", "__reduce_ex__", "__array__", "__dlpack__", "__dlpack_device__",
     "__contains__", "equal", "allclose", "is_nonzero", "register_hook",
-    "register_post_accumulate_grad_hook", "retain_grad", "backward",
+    "register_post_accumulate_grad_hook", "retain_grad",
 })
 
 #: Tensor properties that compute a new tensor (the rest, like ``.shape``, are metadata).
