@@ -29,7 +29,7 @@ def storages_of(tensor: torch.Tensor) -> list[Any]:
     >>> dense = torch.zeros(2, 3)
     >>> [storage.nbytes() for storage in storages_of(dense)]
     [24]
-    >>> sparse = torch.sparse_coo_tensor([[0, 1], [2, 0]], [1.0, 2.0], (2, 3))
+    >>> sparse = torch.sparse_coo_tensor([[0, 1], [2, 0]], [1.0, 2.0], (2, 3), check_invariants=True)
     >>> [storage.nbytes() for storage in storages_of(sparse)]  # int64 indices, float values
     [32, 8]
     """
