@@ -223,12 +223,21 @@ class SavedBytes:
             torch._C._autograd._pop_saved_tensors_default_hooks()
         self.done = set()
 
+    def _count(self, storage: Any) -> None:
+        """Add ``storage``'s bytes to the op running, once."""
+        key = storage._cdata
+        if key not in self.done:
+            self.done.add(key)
+            index = len(self._ops)
+            self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
+
     def _pack(self, tensor: torch.Tensor) -> Any:
         try:
-            storages = [tensor.untyped_storage()]
+            storage = tensor.untyped_storage()
         except (NotImplementedError, RuntimeError):  # a sparse tensor: its indices and values
-            storages = storages_of(tensor)
-        for storage in storages:
+            for part in storages_of(tensor):
+                self._count(part)
+        else:  # inline, as _count: this runs for every tensor autograd saves
             key = storage._cdata
             if key not in self.done:
                 self.done.add(key)
