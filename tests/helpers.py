@@ -50,7 +50,10 @@ def hook_state(model: torch.nn.Module) -> dict[str, Any]:
         "global": (len(torch_module._global_forward_hooks),
                    len(torch_module._global_forward_pre_hooks),
                    len(torch_module._global_backward_hooks),
-                   len(torch_module._global_forward_hooks_always_called)),
+                   len(torch_module._global_forward_hooks_always_called),
+                   len(torch_module._global_module_registration_hooks),
+                   len(torch_module._global_parameter_registration_hooks),
+                   len(torch_module._global_buffer_registration_hooks)),
         "grad_enabled": torch.is_grad_enabled(),
         "params": [(n, p.requires_grad, p.device) for n, p in model.named_parameters()],
     }

@@ -12,14 +12,15 @@ import torch
 from torch.nn.modules.module import register_module_forward_hook, \
     register_module_forward_pre_hook
 from torch.overrides import _get_current_function_mode_stack, _pop_mode, _push_mode
-from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes, \
+    _get_current_dispatch_mode_stack
 
 __all__ = [
     "ACCUMULATE_GRAD", "DisableTorchFunction", "GLOBAL_FORWARD_HOOKS_TAKE_KWARGS",
     "HigherOrderOperator", "INLINE_ATTRIBUTES",
     "SAVED_TENSOR_HOOKS_READABLE", "TensorBase", "TorchDispatchMode", "aten_overloads",
     "aten_packets", "autograd_sequence_number", "call_kwargs", "call_kwargs_readable", "call_raised", "current_frame",
-    "dispatch_mode_at",
+    "disable_dispatch_modes", "dispatch_mode_at",
     "dispatch_mode_depth", "dispatch_modes", "exclude_python_dispatch",
     "function_mode_depth", "function_modes", "functorch_transforms_active", "graph_task_id",
     "has_composite_implicit_kernel", "nested_sizes",
@@ -116,6 +117,8 @@ push_dispatch_mode: Callable[[Any], None] = _C._push_on_torch_dispatch_stack
 #: partial: this runs per op where FLOPs are counted).
 pop_dispatch_mode: Callable[[], Any] = functools.partial(_C._pop_torch_dispatch_stack, None)
 dispatch_modes: Callable[[], list] = _get_current_dispatch_mode_stack
+#: A context in which every dispatch mode steps aside (and is put back after).
+disable_dispatch_modes: Callable[[], Any] = _disable_current_modes
 functorch_transforms_active: Callable[[], bool] = getattr(
     _C, "_are_functorch_transforms_active", lambda: False)
 HigherOrderOperator: type = torch._ops.HigherOrderOperator

@@ -61,7 +61,8 @@ Nodes
         arguments, at most 60 characters: ``"dim=1"``, ``"(2, 8, -1)"``),
         ``t_start_ns`` and ``t_end_ns`` (inside its call's interval). With
         ``ops="torch"`` also ``shape`` and ``dtype`` of its first tensor result (for an
-        in-place op, the tensor it changed).
+        in-place op, the tensor it changed; for a ``backward`` run inside the forward, an op
+        whose FLOPs are that backward's, the tensor it started from).
 
     Calls that only read metadata (``.size()``, ``.shape``, ``.dim()``, ``.dtype``) are
     not ops, and calls made inside another op's implementation are part of that op. An
@@ -105,7 +106,7 @@ Costs
       (the fused kernels it has no formula for count as their unfused matmuls). The graph
       attributes of the same names hold the model's totals.
     * ``saved_bytes`` (int): the bytes autograd saved for the backward while it ran (each
-      storage once, at its full size; the storages of parameters and of the model's inputs
+      storage once, at its full size, a sparse tensor's indices and values; the storages of parameters and of the model's inputs
       not counted), recorded in grad mode. The graph attribute holds the total: what a
       training step keeps between forward and backward.
     * ``forward_ms`` and ``self_ms`` (float): the recorded forward's time, inclusive, and

@@ -132,15 +132,31 @@ def test_saved_bytes_in_bytes_and_the_paper_theme_in_greys(tower) -> None:
     assert fills <= set(GREYS) and len(fills) > 1
 
 
-def test_a_folded_run_says_its_costs_are_each() -> None:
+def test_a_folded_run_of_calls_that_cost_the_same_says_each() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(3)])
-    recording = tgr.record(model, torch.randn(2, 8), flops=True)
+    with torch.no_grad():  # nothing saved: the three calls cost the same
+        recording = tgr.record(model, torch.randn(2, 8), flops=True)
     [box] = [node for key, node in boxes(recording, show_costs=True).items()
              if key.startswith("layer:") and "× 3" in lines(node)]
     first = recording.graph.nodes["layer:0#0"]
     assert first["flops"] == linear_flops(2, 8, 8)
     assert lines(box)[-1] == f"{cost_line(first)} each"
+
+
+def test_a_folded_run_of_calls_that_cost_differently_never_says_each_for_those() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(3)])
+    recording = tgr.record(model, torch.randn(2, 8), flops=True)
+    calls = [recording.graph.nodes[f"layer:{k}#0"] for k in range(3)]
+    saved = sorted(call["saved_bytes"] for call in calls)
+    assert saved[0] < saved[-1]  # the first call's input is the model's: not counted
+    assert {call["flops"] for call in calls} == {linear_flops(2, 8, 8)}
+    [box] = [node for key, node in boxes(recording, show_costs=True).items()
+             if key.startswith("layer:") and "× 3" in lines(node)]
+    assert lines(box)[-1] == (f"{cost_text(linear_flops(2, 8, 8), 'flops')} each · "
+                              f"{cost_text(saved[0], 'saved_bytes')}–"
+                              f"{cost_text(saved[-1], 'saved_bytes')}")
 
 
 def test_without_costs_recorded_show_costs_adds_nothing() -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
+from torch.autograd.function import BackwardCFunction
+
 from torchgraphrec._torch import ACCUMULATE_GRAD as _ACCUMULATE_GRAD
 from torchgraphrec.errors import CaptureError
 
-__all__ = ["walk", "op_name", "is_leaf_accumulator", "place", "MAX_CHAIN"]
+__all__ = ["walk", "op_name", "is_function_node", "is_leaf_accumulator", "place", "MAX_CHAIN"]
 
 _SUFFIX = re.compile(r"Backward\d*$")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -39,6 +41,21 @@ def is_leaf_accumulator(node: Any) -> bool:
     True
     """
     return type(node) is _ACCUMULATE_GRAD
+
+
+def is_function_node(node: Any) -> bool:
+    """Whether an autograd node is a custom ``torch.autograd.Function``'s (a reentrant
+    checkpoint's, say), which autograd makes before the Function's forward runs its ops.
+
+    >>> import torch
+    >>> class Twice(torch.autograd.Function):
+    ...     forward = staticmethod(lambda ctx, x: x * 2)
+    ...     backward = staticmethod(lambda ctx, grad: grad * 2)
+    >>> x = torch.ones(1, requires_grad=True)
+    >>> is_function_node(Twice.apply(x).grad_fn), is_function_node((x * 2).grad_fn)
+    (True, False)
+    """
+    return isinstance(node, BackwardCFunction)
 
 
 #: The longest chain of autograd nodes walked. Past about 40,000, once Python has touched

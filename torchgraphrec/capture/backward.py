@@ -4,25 +4,31 @@ from __future__ import annotations
 
 import bisect
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import networkx as nx
 
 __all__ = ["BackwardClock", "owners"]
 
 
-def owners(numbers: Sequence[int], found: Sequence[tuple[int, Any, tuple]],
-           first: int) -> list[tuple[Any, int]]:
+def owners(numbers: Sequence[int], found: Sequence[tuple[int, Any, tuple]], first: int,
+           made_first: Callable[[Any], bool] = lambda node: False) -> list[tuple[Any, int]]:
     """``(autograd node, op index)`` for each node ``found`` by a walk: an op owns the
     sequence numbers from the number autograd would have given next when it started up to
-    the next op's (``numbers``, rising; the ops' indices start at ``first``).
+    the next op's (``numbers``, rising; the ops' indices start at ``first``). A node for
+    which ``made_first`` holds (a custom ``autograd.Function``'s, made before its forward
+    runs the ops inside it) belongs to the first op started after it, where there is one.
 
     >>> owners([10, 12, 15], [(10, "a", ()), (11, "b", ()), (16, "c", ())], 5)
     [('a', 5), ('b', 5), ('c', 7)]
+    >>> owners([10, 12, 15], [(9, "f", ()), (11, "g", ())], 5, lambda node: True)
+    [('f', 5), ('g', 6)]
     """
     pairs = []
     for number, node, _ in found:
         position = bisect.bisect_right(numbers, number) - 1
+        if made_first(node) and position + 1 < len(numbers):
+            position += 1
         if position >= 0:
             pairs.append((node, first + position))
     return pairs

@@ -11,13 +11,14 @@ import torch
 from torch import nn
 
 from torchgraphrec._torch import autograd_sequence_number
-from torchgraphrec.capture.autograd import MAX_CHAIN, walk
+from torchgraphrec.capture.autograd import MAX_CHAIN, is_function_node, walk
 from torchgraphrec.capture.backward import BackwardClock, owners
 from torchgraphrec.capture.build import build_graph
 from torchgraphrec.capture.calls import CallTracker
 from torchgraphrec.capture.events import Events
 from torchgraphrec.capture.opcosts import CountingOpMode, OpCosts
 from torchgraphrec.capture.fastpath import FAST_PATH_TYPES, AtenMode, FastPathSwitch
+from torchgraphrec.capture.growth import Growth
 from torchgraphrec.capture.naming import Namer
 from torchgraphrec.capture.ops import OpMode
 from torchgraphrec.capture.session import autograd_ops
@@ -84,6 +85,7 @@ class Capture:
         self.clock = BackwardClock() if backward else None
         self.first_only = first_only
         self.costs = OpCosts(self, flops) if self.mode is not None else None
+        self.growth = Growth(self.table, self._registered)
         self._gc: gc_paused | None = None
         self._first_op = 0
         self._number = 0
@@ -98,12 +100,14 @@ class Capture:
         """Attach the hooks (and start counting FLOPs, forward and backward)."""
         self.events.t0 = time.perf_counter_ns()
         self.tracker.attach()
+        self.growth.attach()
         if self.costs is not None:
             self.costs.start()
 
     def stop(self) -> None:
         """Detach everything; name what an interrupted forward left (its calls stay open)."""
         self.tracker.detach()
+        self.growth.detach()
         if self.tracker.in_forward:  # no hook ran at the end (a KeyboardInterrupt, say)
             self.state.stack.clear()
             self.tracker.in_forward = False
@@ -112,6 +116,13 @@ class Capture:
             self.clock.detach()
         if self.costs is not None:
             self.costs.stop()
+
+    def _registered(self, tensor: torch.Tensor) -> None:
+        """A parameter or buffer the model made while recorded: its next use is its param
+        node (not the ops that filled it in), and it is no saved activation."""
+        self.state.values.current.pop(id(tensor), None)
+        if self.costs is not None:
+            self.costs.exclude(tensor)
 
     def _begin(self) -> None:
         # The collector's passes over the many small records made during capture cost
@@ -179,7 +190,7 @@ class Capture:
         if not ops or self.state.chains.too_deep:
             return []
         found = walk(roots, self._number, _autograd_number())
-        pairs = owners([op[11] for op in ops], found, self._first_op)
+        pairs = owners([op[11] for op in ops], found, self._first_op, is_function_node)
         return [(node, self.namer.op_ids[index]) for node, index in pairs]
 
     def graph(self, *, share: bool = False) -> nx.DiGraph:

@@ -8,11 +8,14 @@ import torch
 from torch.utils import flop_counter
 
 from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, HigherOrderOperator, \
-    TorchDispatchMode, aten_overloads, aten_packets, dispatch_mode_depth, \
-    exclude_python_dispatch, has_composite_implicit_kernel, nested_sizes, \
-    pop_saved_tensor_hooks, push_saved_tensor_hooks, saved_tensor_hooks_enabled, top_saved_tensor_hooks, torch_function_all_disabled
+    TorchDispatchMode, aten_overloads, aten_packets, disable_dispatch_modes, \
+    dispatch_mode_depth, exclude_python_dispatch, has_composite_implicit_kernel, \
+    nested_sizes, pop_saved_tensor_hooks, push_saved_tensor_hooks, \
+    saved_tensor_hooks_enabled, top_saved_tensor_hooks, torch_function_all_disabled
+from torchgraphrec.capture.storages import storages_of
 
-__all__ = ["UNREADABLE_HOOKS", "EXTRA_FORMULAS", "FlopMode", "Formula", "SavedBytes", "count_flops", "formula_of"]
+__all__ = ["EXTRA_FORMULAS", "FlopMode", "Formula", "SavedBytes", "UNREADABLE_HOOKS",
+           "count_flops", "formula_of"]
 
 aten = torch.ops.aten
 Formula = Callable[[tuple, dict, Any], int]
@@ -169,8 +172,17 @@ _dispatch_modes: Callable[[], int] = dispatch_mode_depth
 #: Why saved bytes are not counted on a torch that cannot tell which saved-tensor hooks are
 #: active (only the innermost pair runs, so the recorder's would hide a user's).
 UNREADABLE_HOOKS = ("this torch cannot tell which saved-tensor hooks are active "
-                    "(torch._C._autograd._top_saved_tensors_default_hooks is missing), so "
+                    "(its autograd lacks _top_saved_tensors_default_hooks), so "
                     "counting saved bytes could hide yours; newer torch releases can tell")
+
+
+def _detach_keeping_type(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor.detach()`` for a subclass (a DTensor, a fake tensor, any wrapper), which
+    only its own ``__torch_dispatch__`` can make: with the Python key excluded the detach
+    would strip it to a plain tensor, and the backward would mix the two. The dispatch
+    modes step aside meanwhile, so that none sees the recorder's own detach."""
+    with disable_dispatch_modes():
+        return tensor.detach()
 
 
 class SavedBytes:
@@ -204,8 +216,8 @@ class SavedBytes:
         return None
 
     def exclude(self, tensor: torch.Tensor) -> None:
-        """Leave ``tensor``'s storage out (a model input, say)."""
-        self.done.add(tensor.untyped_storage()._cdata)
+        """Leave ``tensor``'s storages out (a model input, say)."""
+        self.done.update(storage._cdata for storage in storages_of(tensor))
 
     def pop(self) -> None:
         """Stop counting."""
@@ -214,13 +226,26 @@ class SavedBytes:
             pop_saved_tensor_hooks()
         self.done = set()
 
-    def _pack(self, tensor: torch.Tensor) -> Any:
-        storage = tensor.untyped_storage()
+    def _count(self, storage: Any) -> None:
+        """Add ``storage``'s bytes to the op running, once."""
         key = storage._cdata
         if key not in self.done:
             self.done.add(key)
             index = len(self._ops)
             self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
+
+    def _pack(self, tensor: torch.Tensor) -> Any:
+        try:
+            storage = tensor.untyped_storage()
+        except (NotImplementedError, RuntimeError):  # a sparse tensor: its indices and values
+            for part in storages_of(tensor):
+                self._count(part)
+        else:  # inline, as _count: this runs for every tensor autograd saves
+            key = storage._cdata
+            if key not in self.done:
+                self.done.add(key)
+                index = len(self._ops)
+                self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
         if self._outer is not None:
             return self._outer[0](tensor)
         if tensor.is_leaf:  # no autograd node of its own: holding it makes no cycle
@@ -229,6 +254,8 @@ class SavedBytes:
         # detach is the recorder's own, which no dispatch mode (its own FLOP mode, a
         # user's) should see, and hiding it from them costs more than the detach
         if _dispatch_modes():
+            if type(tensor) is not torch.Tensor:
+                return _detach_keeping_type(tensor)
             with exclude_python_dispatch():
                 return tensor.detach()
         return tensor.detach()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 from math import prod
+from operator import is_not
 from typing import Any, ClassVar
 
 from torchgraphrec.capture.events import Attrs, Events, Ref
@@ -178,8 +180,9 @@ class Namer:
             attrs = {
                 "kind": "op", "label": name, "parent": owner.node_id, "depth": owner.depth + 1,
                 "seq": seq, "name": name, "grad_fn": grad_fn,
-                "args": "" if not kwargs and args.count(TENSOR) == len(args)
-                else op_args_text(name, func, args, kwargs),
+                # by identity: an argument's own == may not give a bool (a NumPy array's)
+                "args": op_args_text(name, func, args, kwargs)
+                if kwargs or any(map(is_not, args, repeat(TENSOR))) else "",
                 "t_start_ns": t_start - t0, "t_end_ns": t_end - t0,
                 "shape": (shapes.get(shape) or describe.shape_and_label(shape))[0],
                 "dtype": type_names.get(dtype) or describe.name(dtype),

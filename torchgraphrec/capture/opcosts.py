@@ -195,7 +195,7 @@ class OpCosts:
         self._first_op = 0
         self._warned = False
         capture.namer.op_costs = self.of_op
-        capture.tracker.on_input = self._input
+        capture.tracker.on_input = self.exclude
 
     def start(self) -> None:
         if self.flop_mode is not None:
@@ -225,7 +225,9 @@ class OpCosts:
             self._counted_saved.update(range(self._first_op, len(self.capture.events.ops)))
         self.saved_bytes.pop()
 
-    def _input(self, tensor: torch.Tensor) -> None:
+    def exclude(self, tensor: torch.Tensor) -> None:
+        """Count no saved bytes for ``tensor`` (a model input, a parameter built in the
+        forward)."""
         if self.saved_bytes.active:
             self.saved_bytes.exclude(tensor)
 

@@ -24,7 +24,7 @@ _METADATA = frozenset({
     "__repr__", "__str__", "__bool__", "__int__", "__float__", "__index__", "__complex__",
     "__hash__", "__reduce_ex__", "__array__", "__dlpack__", "__dlpack_device__",
     "__contains__", "equal", "allclose", "is_nonzero", "register_hook",
-    "register_post_accumulate_grad_hook", "retain_grad", "backward",
+    "register_post_accumulate_grad_hook", "retain_grad",
 })
 
 #: Tensor properties that compute a new tensor (the rest, like ``.shape``, are metadata).
@@ -133,7 +133,35 @@ def _value_text(value: Any) -> str:
         return _sequence_text(value)
     if callable(value) and hasattr(value, "__name__"):
         return value.__name__
-    return repr(value)
+    return _any_repr(value)
+
+
+def _any_repr(value: Any) -> str:
+    """``repr(value)``, or its type's name where the repr fails: any value may be given.
+
+    >>> class Broken:
+    ...     def __repr__(self): raise ValueError("no")
+    >>> _any_repr([1]), _any_repr(Broken())
+    ('[1]', '<Broken>')
+    """
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001 - a user's repr; the text is only a description
+        return f"<{type(value).__name__}>"
+
+
+def _equal(value: Any, default: Any) -> bool:
+    """``value == default``, as ``False`` where that is not a plain truth value (a NumPy
+    array's elementwise ``==``, a comparison that raises).
+
+    >>> import numpy
+    >>> _equal(1, 1), _equal(numpy.zeros(2), numpy.zeros(2))
+    (True, False)
+    """
+    try:
+        return (value == default) is True
+    except Exception:  # noqa: BLE001 - a user's __eq__
+        return False
 
 
 def _sequence_text(value: tuple | list) -> str:
@@ -185,7 +213,7 @@ def given_kwargs(func: Any, kwargs: dict) -> dict:
     given = {}
     for key, value in kwargs.items():
         default = defaults.get(key, _NO_DEFAULT)
-        if key[:1] != "_" and not (type(value) is type(default) and value == default):
+        if key[:1] != "_" and not (type(value) is type(default) and _equal(value, default)):
             given[key] = value
     return given
 

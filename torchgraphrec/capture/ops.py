@@ -39,6 +39,16 @@ def _scan(values: Any, inputs: list, plain: list) -> None:
             plain.append(value)
 
 
+class _BackwardFrom:
+    """What an op record reads of a ``backward()`` run inside the forward, which returns
+    nothing: the shape and dtype of the tensor it started from, and no node of its own."""
+
+    __slots__ = ("shape", "dtype", "grad_fn")
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.shape, self.dtype, self.grad_fn = tensor.shape, tensor.dtype, None
+
+
 class _NoOps(dict):
     """What a failed mode looks names up in: nothing is an op any more."""
 
@@ -166,9 +176,12 @@ class OpMode(TorchFunctionMode):
             else:
                 first, results = None, ()
             if first is None:
-                if changed is None:
+                if changed is not None:
+                    first = changed[0][0]
+                elif name == "backward" and inputs:
+                    first = _BackwardFrom(inputs[0])  # an op: what it ran is its own cost
+                else:
                     return out  # returned no tensor and changed none: not an op
-                first = changed[0][0]
             current, ops = self._current, self._ops
             call = self._stack[-1] if self._stack else -1
             refs = []

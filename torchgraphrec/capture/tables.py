@@ -41,33 +41,75 @@ class ModuleTable:
         self._traverse(model)
 
     def _traverse(self, model: nn.Module) -> None:
-        index_of, modules, qualnames = self.index_of, self.modules, self.qualnames
-        tensor_ids, owners, params = self.tensor_ids, self.tensor_owner, self._params
-        by_name: dict[str, int] = {}
-        parents = self._parents
         # named_modules(), as probe selectors use it: the same order, names and overrides
-        for index, (qualname, module) in enumerate(_named_modules(model)):
-            index_of[id(module)] = by_name[qualname] = index
-            modules.append(module)
-            qualnames.append(qualname)
-            parents.append(by_name.get(qualname.rpartition(".")[0], -1) if qualname else -1)
-            prefix = "param:" + qualname + "." if qualname else "param:"
-            # the first name of a tensor reachable under several wins (inline: this runs
-            # for every parameter of the model at every recording)
-            for name, param in module._parameters.items():
-                if param is not None and id(param) not in tensor_ids:
-                    node_id = tensor_ids[id(param)] = prefix + name
-                    owners[node_id] = index
-                    params.append((index, param))
-            for name, buffer in module._buffers.items():
-                if buffer is not None and id(buffer) not in tensor_ids:
-                    node_id = tensor_ids[id(buffer)] = prefix + name
-                    owners[node_id] = index
-                    self.buffers.add(node_id)
-        self.types = [type(module).__name__ for module in modules]
-        self.labels = [f"{qualname}: {type_name}" if qualname else type_name
-                       for qualname, type_name in zip(qualnames, self.types)]
-        self._by_qualname = by_name
+        for qualname, module in _named_modules(model):
+            parent = self._by_qualname.get(qualname.rpartition(".")[0], -1) if qualname else -1
+            self._add(qualname, module, parent)
+
+    def _add(self, qualname: str, module: nn.Module, parent: int) -> list[Any]:
+        """Number ``module`` (found in module ``parent``) and name its parameters and
+        buffers; returns those it named (a tensor already named keeps its first name)."""
+        index = len(self.modules)
+        self.index_of[id(module)] = self._by_qualname[qualname] = index
+        self.modules.append(module)
+        self.qualnames.append(qualname)
+        self._parents.append(parent)
+        type_name = type(module).__name__
+        self.types.append(type_name)
+        self.labels.append(f"{qualname}: {type_name}" if qualname else type_name)
+        tensor_ids, owners = self.tensor_ids, self.tensor_owner
+        named: list[Any] = []
+        prefix = "param:" + qualname + "." if qualname else "param:"
+        # the first name of a tensor reachable under several wins (inline: this runs
+        # for every parameter of the model at every recording)
+        for name, param in module._parameters.items():
+            if param is not None and id(param) not in tensor_ids:
+                node_id = tensor_ids[id(param)] = prefix + name
+                owners[node_id] = index
+                self._params.append((index, param))
+                named.append(param)
+        for name, buffer in module._buffers.items():
+            if buffer is not None and id(buffer) not in tensor_ids:
+                node_id = tensor_ids[id(buffer)] = prefix + name
+                owners[node_id] = index
+                self.buffers.add(node_id)
+                named.append(buffer)
+        return named
+
+    def add_module(self, parent: nn.Module, name: str, module: nn.Module) -> list[Any]:
+        """Number ``module``, which the model's module ``parent`` is registering as ``name``
+        (built in a forward), and everything in it; returns their parameters and buffers.
+        Nothing is added under a name the table has given already (a module replaced)."""
+        owner = self.index_of.get(id(parent))
+        if owner is None or id(module) in self.index_of:
+            return []
+        stem = f"{self.qualnames[owner]}.{name}" if self.qualnames[owner] else name
+        if stem in self._by_qualname:  # its layer ids would be the replaced module's
+            return []
+        found = []
+        for qualname, inner in _named_modules(module):
+            qualname = f"{stem}.{qualname}" if qualname else stem
+            if id(inner) in self.index_of:  # reachable under an earlier name already
+                continue
+            above = self._by_qualname.get(qualname.rpartition(".")[0], owner)
+            found += self._add(qualname, inner, above)
+        return found
+
+    def add_tensor(self, module: nn.Module, name: str, tensor: Any, buffer: bool) -> bool:
+        """Name the parameter (or buffer) that the model's ``module`` is registering as
+        ``name``; whether it is new to the table."""
+        owner = self.index_of.get(id(module))
+        if owner is None or tensor is None or id(tensor) in self.tensor_ids:
+            return False
+        qualname = self.qualnames[owner]
+        node_id = self.tensor_ids[id(tensor)] = f"param:{qualname}.{name}" if qualname \
+            else f"param:{name}"
+        self.tensor_owner[node_id] = owner
+        if buffer:
+            self.buffers.add(node_id)
+        else:
+            self._params.append((owner, tensor))
+        return True
 
     def settings(self, index: int) -> str:
         """The module's ``extra_repr()`` on one line (``""`` if it has none or it fails).

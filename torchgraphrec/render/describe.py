@@ -118,9 +118,10 @@ class _Describer:
             return found
         for view in self.views:
             view.repeats[first], view.last[first] = len(run.calls), run.calls[-1][0]
+            view.calls[first] = [calls[0] for calls in run.calls]
         found = self.forms(first)
         for view in self.views:
-            del view.repeats[first], view.last[first]
+            del view.repeats[first], view.last[first], view.calls[first]
         return found
 
     def form_arrays(self, runs: list[FoldedRun]) -> dict[str, Any]:

@@ -102,6 +102,7 @@ class Folder:
         self._fold_run(view, len(view.groups) + len(view.repeats), repeats)
         if run.period == 1:
             view.repeats[block[0]], view.last[block[0]] = run.count, last
+            view.calls[block[0]] = [run.repeat(calls, k)[0] for k in range(run.count)]
         else:
             group = f"group:{block[0]}"
             view.groups[group] = run.count

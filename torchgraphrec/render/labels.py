@@ -13,7 +13,7 @@ from torchgraphrec.units import UNITS, cost_text
 
 __all__ = ["escape", "join", "join_left", "shape_text", "count_text", "short_name", "layer_title",
            "box_lines", "tensor_lines", "param_lines", "op_lines", "xml_id", "css_class",
-           "html_text", "UNITS", "cost_text", "cost_line", "LINE_COSTS"]
+           "html_text", "UNITS", "cost_text", "cost_line", "run_cost_line", "LINE_COSTS"]
 
 
 def escape(text: Any) -> str:
@@ -98,6 +98,39 @@ def cost_line(attrs: Mapping[str, Any], names: Sequence[str] = LINE_COSTS) -> st
     found = [(name, attrs.get(name)) for name in names]
     return " · ".join(cost_text(value, name) for name, value in found
                       if isinstance(value, (int, float)) and not isinstance(value, bool) and value)
+
+
+def _number(value: Any) -> float:
+    """A recorded cost as a number, 0 where there is none."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def run_cost_line(calls: Sequence[Mapping[str, Any]], names: Sequence[str] = LINE_COSTS) -> str:
+    """What the calls a folded run draws once cost, in one line: ``each`` where they all
+    cost the same, else each cost that differs as its range over the calls, so that one
+    call's cost is never read as every call's.
+
+    >>> same = {"flops": 96, "saved_bytes": 512}
+    >>> run_cost_line([same, same])
+    '96 FLOPs · 512 B each'
+    >>> run_cost_line([same, {"flops": 96, "saved_bytes": 66_000}, same])
+    '96 FLOPs each · 512 B–66 kB'
+    """
+    parts, equal = [], True
+    for name in names:
+        values = [_number(attrs.get(name)) for attrs in calls]
+        low, high = min(values), max(values)
+        if low == high:
+            if high:
+                parts.append(cost_text(high, name))
+        else:
+            parts.append(f"{cost_text(low, name)}–{cost_text(high, name)}")
+            equal = False
+    if not parts:
+        return ""
+    if equal:
+        return " · ".join(parts) + " each"
+    return " · ".join(f"{part} each" if "–" not in part else part for part in parts)
 
 
 def short_name(qualname: str, parent_qualname: str = "") -> str:

@@ -42,11 +42,19 @@ def cost_names(options: RenderOptions) -> tuple[str, ...]:
     return labels.LINE_COSTS
 
 
-def _costs(attrs: dict, options: RenderOptions, repeats: int = 1) -> list[str]:
-    """The cost line of a box or op where ``show_costs`` asks for it and costs were
-    recorded (a folded run's box: its first call's, ``each``)."""
-    line = labels.cost_line(attrs, cost_names(options)) if options.show_costs else ""
-    return [f"{line} each" if repeats > 1 else line] if line else []
+def _costs(view: View, node: str, options: RenderOptions) -> list[str]:
+    """The cost line of a box, cluster or op where ``show_costs`` asks for it and costs
+    were recorded; a folded run's says what its calls cost (see
+    :func:`~torchgraphrec.render.labels.run_cost_line`)."""
+    if not options.show_costs:
+        return []
+    calls = view.calls.get(node)
+    if calls and len(calls) > 1:
+        line = labels.run_cost_line([view.folded.nodes[call] for call in calls],
+                                    cost_names(options))
+    else:
+        line = labels.cost_line(view.folded.nodes[node], cost_names(options))
+    return [line] if line else []
 
 
 def cluster_costs(view: View, cluster: str, options: RenderOptions) -> list[str]:
@@ -54,7 +62,7 @@ def cluster_costs(view: View, cluster: str, options: RenderOptions) -> list[str]
     of folded calls, whose members say theirs, or without ``show_costs``)."""
     if cluster in view.groups:
         return []
-    return _costs(view.folded.nodes[cluster], options, view.repeats.get(cluster, 1))
+    return _costs(view, cluster, options)
 
 
 def node_text(view: View, node: str, options: RenderOptions) -> tuple[list[str], str]:
@@ -66,7 +74,7 @@ def node_text(view: View, node: str, options: RenderOptions) -> tuple[list[str],
         lines = labels.box_lines(attrs, view.source, short, show_shapes=options.show_shapes,
                                  show_settings=options.show_settings,
                                  repeats=view.repeats.get(node, 1))
-        lines += _costs(attrs, options, view.repeats.get(node, 1))
+        lines += _costs(view, node, options)
         settings = attrs.get("settings", "")
         return lines, f"{full}\n{settings}" if settings else full
     if kind == "tensor":
@@ -74,7 +82,7 @@ def node_text(view: View, node: str, options: RenderOptions) -> tuple[list[str],
         return lines, " ".join(lines)
     if kind == "param":
         return labels.param_lines(attrs, options.show_shapes), attrs["qualname"]
-    lines = labels.op_lines(attrs, options.show_shapes) + _costs(attrs, options)
+    lines = labels.op_lines(attrs, options.show_shapes) + _costs(view, node, options)
     args = attrs.get("args", "")
     return lines, f"{attrs['name']}({args})" if args else attrs["name"]
 

@@ -26,8 +26,8 @@ class View:
     ``nodes`` are drawn as nodes (``box`` layers, tensors, params, ops) and ``clusters`` as
     nested clusters; ``parent`` maps both to their enclosing cluster (``None`` at the top),
     where a cluster may also be a ``group`` (a block of several repeated calls). A folded
-    call is drawn once with ``repeats`` (how many) and ``last`` (the last call it stands
-    for). An edge may end at a cluster (where no node inside carries it). ``order`` pairs
+    call is drawn once with ``repeats`` (how many), ``last`` (the last call it stands
+    for) and ``calls`` (every call it stands for, first to last). An edge may end at a cluster (where no node inside carries it). ``order`` pairs
     are no data flow: they keep a tensor that a call's own code computed (recorded without
     ops, so with no producer) below what ran before it. ``drawn_as`` maps each node of
     ``folded`` at an end of a lifted edge to what draws it (itself, its box, its first
@@ -43,6 +43,7 @@ class View:
     parent: dict[str, Optional[str]] = field(default_factory=dict)
     repeats: dict[str, int] = field(default_factory=dict)
     last: dict[str, str] = field(default_factory=dict)
+    calls: dict[str, list[str]] = field(default_factory=dict)
     groups: dict[str, int] = field(default_factory=dict)
     edges: list[tuple[str, str]] = field(default_factory=list)
     order: list[tuple[str, str]] = field(default_factory=list)

@@ -1,0 +1,300 @@
+"""Every input kind: sparse tensors, subclasses, checkpoints, fake tensors, NumPy arguments, modules built in a forward."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.nn import functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+from torch.utils.flop_counter import FlopCounterMode
+
+import torchgraphrec as tgr
+from helpers import nodes_of
+from torchgraphrec.recording import backward_loss
+
+pytestmark = pytest.mark.filterwarnings("ignore:Sparse (invariant checks|CSR)")
+
+
+def _sparse(values: torch.Tensor, layout: torch.layout) -> torch.Tensor:
+    indices = torch.tensor([[0, 1, 3, 4], [2, 0, 1, 3]])
+    coo = torch.sparse_coo_tensor(indices, values, (5, 4)).coalesce()
+    return coo if layout == torch.sparse_coo else coo.to_sparse_csr()
+
+
+class SparseModel(nn.Module):
+    """Sparse products: of the input, and of a sparse intermediate autograd saves."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scaled = x * 3.0  # sparse, saved by the product below
+        return (torch.sparse.mm(x, self.weight) + torch.sparse.mm(scaled, self.weight)).relu()
+
+
+def _storages(tensor: torch.Tensor) -> list:
+    """The test's own reading of where a saved tensor keeps its data."""
+    if tensor.layout == torch.sparse_coo:
+        parts = [tensor._indices(), tensor._values()]
+    elif tensor.layout == torch.sparse_csr:
+        parts = [tensor.crow_indices(), tensor.col_indices(), tensor.values()]
+    else:
+        parts = [tensor]
+    return [part.untyped_storage() for part in parts]
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr], ids=str)
+def test_sparse_inputs_in_grad_mode_record_the_bytes_their_parts_save(layout) -> None:
+    torch.manual_seed(0)
+    model, values = SparseModel(), torch.randn(4)
+    plain_model, plain_x = copy.deepcopy(model), _sparse(values, layout).requires_grad_()
+    seen = {s._cdata for s in _storages(plain_x) + _storages(plain_model.weight)}
+    saved = 0
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        nonlocal saved
+        for storage in _storages(tensor):
+            if storage._cdata not in seen:
+                seen.add(storage._cdata)
+                saved += storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        expected = plain_model(plain_x)
+    backward_loss(expected).backward()
+    x = _sparse(values, layout).requires_grad_()
+    recording = tgr.record(model, x, backward=True, flops=True)
+    tgr.validate(recording.graph)
+    assert saved > 0 and recording.graph.graph["saved_bytes"] == saved
+    assert torch.equal(recording.output, expected)
+    assert torch.equal(model.weight.grad, plain_model.weight.grad)
+    assert torch.equal(x.grad.to_dense(), plain_x.grad.to_dense())
+
+
+class Wrapped(torch.Tensor):
+    """A wrapper subclass (as DTensor is one): its data is the tensor it wraps."""
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor) -> "Wrapped":
+        return torch.Tensor._make_wrapper_subclass(cls, elem.shape, dtype=elem.dtype,
+                                                   device=elem.device,
+                                                   requires_grad=elem.requires_grad)
+
+    def __init__(self, elem: torch.Tensor) -> None:
+        self.elem = elem
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        def unwrap(value):
+            return value.elem if isinstance(value, Wrapped) else value
+
+        out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+        return tree_map(lambda v: Wrapped(v) if isinstance(v, torch.Tensor) else v, out)
+
+
+class Passing(TorchDispatchMode):
+    """A user's dispatch mode that runs every op as it is."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def _wrapped_model() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
+    model[0].weight = nn.Parameter(Wrapped(model[0].weight.detach()))
+    model[0].bias = nn.Parameter(Wrapped(model[0].bias.detach()))
+    return model, Wrapped(torch.randn(5, 3))
+
+
+@pytest.mark.parametrize("flops", [False, True])
+def test_a_saved_subclass_keeps_its_type_under_a_users_dispatch_mode(flops: bool) -> None:
+    model, x = _wrapped_model()
+    plain = copy.deepcopy(model)
+    with Passing():
+        recording = tgr.record(model, x, flops=flops)
+        # tanh saves its result: handed back by the recorder's hook as it was saved (its
+        # type alone in the assertion: a stripped wrapper has no data to print)
+        saved_type = type(recording.output.grad_fn._saved_result)
+        assert saved_type is Wrapped
+        backward_loss(recording.output).backward()
+        backward_loss(plain(x)).backward()
+    for (name, param), (_, expected) in zip(model.named_parameters(), plain.named_parameters()):
+        assert type(param.grad) is Wrapped, name
+        assert torch.equal(param.grad.elem, expected.grad.elem), name
+
+
+class Checkpointed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Linear(4, 4)
+        self.body = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.utils.checkpoint.checkpoint(self.body, self.stem(x), use_reentrant=True)
+        return self.head(hidden)
+
+
+def test_a_reentrant_checkpoints_recomputation_is_counted_in_its_backward() -> None:
+    torch.manual_seed(0)
+    model, x = Checkpointed(), torch.randn(3, 4)
+    plain = copy.deepcopy(model)
+    with FlopCounterMode(display=False) as counter:
+        expected = plain(x)
+        forward = counter.get_total_flops()
+        backward_loss(expected).backward()
+    recording = tgr.record(model, x, backward=True, flops=True)
+    graph = recording.graph
+    assert graph.graph["flops"] == forward
+    assert graph.graph["flops"] + graph.graph["backward_flops"] == counter.get_total_flops()
+    # the recomputation and the body's backward are the checkpointed call's
+    layers = nodes_of(graph, "layer")
+    assert layers["layer:body#0"]["backward_flops"] > 2 * layers["layer:body#0"]["flops"]
+    assert torch.equal(recording.output, expected)
+    for (name, param), (_, want) in zip(model.named_parameters(), plain.named_parameters()):
+        assert torch.equal(param.grad, want.grad), name
+
+
+def test_a_backward_under_fake_tensors_records_its_flops() -> None:
+    with FakeTensorMode():
+        model, plain = (nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+                        for _ in range(2))
+        x, plain_x = (torch.randn(3, 4, requires_grad=True) for _ in range(2))
+        with FlopCounterMode(display=False) as counter:
+            backward_loss(plain(plain_x)).backward()
+        graph = tgr.record(model, x, backward=True, flops=True).graph
+        grads = [(type(p.grad), p.grad.shape) for p in model.parameters()]
+    assert graph.graph["flops"] + graph.graph["backward_flops"] == counter.get_total_flops() > 0
+    assert grads == [(FakeTensor, p.shape) for p in model.parameters()]
+    assert type(x.grad) is FakeTensor and x.grad.shape == x.shape
+
+
+class BackwardInForward(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(16, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        F.linear(x, self.weight).sum().backward()
+        return F.linear(x, self.weight)
+
+
+def test_a_backward_inside_the_forward_has_its_flops_on_a_backward_op() -> None:
+    torch.manual_seed(0)
+    model, x = BackwardInForward(), torch.randn(4, 8)
+    loss = F.linear(x, copy.deepcopy(model).weight).sum()
+    with FlopCounterMode(display=False) as backward_counter:
+        loss.backward()
+    with FlopCounterMode(display=False) as linear_counter:
+        F.linear(x, model.weight)
+    graph = tgr.record(model, x, flops=True).graph
+    ops = [(a["name"], a["flops"]) for a in nodes_of(graph, "op").values()]
+    assert ops[2:] == [("backward", backward_counter.get_total_flops()),
+                       ("linear", linear_counter.get_total_flops())]
+    assert graph.nodes["op:backward#2"]["grad_fn"] is None
+
+
+class NumpyIndexed(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x[np.array([0, 2])]
+        columns = x[:, np.array([True, False, True])]
+        return rows.sum() + columns.sum() + x[np.int64(1)].sum()
+
+
+def test_numpy_arrays_among_an_ops_arguments_are_recorded_and_written() -> None:
+    x = torch.randn(4, 3)
+    recording = tgr.record(NumpyIndexed(), x)
+    assert torch.equal(recording.output, NumpyIndexed()(x))
+    indexing = [a["args"] for a in nodes_of(recording.graph, "op").values()
+                if a["name"] == "getitem"]
+    assert indexing == [f"[{np.array([0, 2])!r}]",
+                        f"[:, {np.array([True, False, True])!r}]", f"[{np.int64(1)!r}]"]
+
+
+class Unprintable:
+    """An argument whose repr and == raise."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no ==")
+
+    __hash__ = object.__hash__
+
+
+DEFAULT = Unprintable()
+
+
+def scale(tensor: torch.Tensor, factor: object, offset: object = DEFAULT) -> torch.Tensor:
+    """A user's function that torch-function modes see, with any values for arguments."""
+    if torch.overrides.has_torch_function((tensor,)):
+        return torch.overrides.handle_torch_function(scale, (tensor,), tensor, factor,
+                                                     offset=offset)
+    return tensor * 2
+
+
+class Scaled(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return scale(x, np.array([1.0, 2.0]), offset=Unprintable())
+
+
+def test_any_argument_value_is_recorded_never_a_crash() -> None:
+    x = torch.randn(2, 3)
+    recording = tgr.record(Scaled(), x)
+    assert torch.equal(recording.output, x * 2)
+    [op] = nodes_of(recording.graph, "op").values()
+    assert (op["name"], op["args"]) == ("scale", f"{np.array([1.0, 2.0])!r}, offset=<Unprintable>")
+
+
+class BuiltInForward(nn.Module):
+    """Keras-style: its layers and a scale are made by the first forward, for its input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not len(self.layers):
+            self.layers.append(nn.Sequential(nn.Linear(x.shape[-1], 4), nn.ReLU()))
+            self.layers.append(nn.Linear(4, 2))
+            self.register_buffer("shift", torch.ones(2))
+            self.scale = nn.Parameter(torch.full((2,), 0.5))
+        for layer in self.layers:
+            x = layer(x)
+        return x * self.scale + self.shift
+
+
+def _calls_and_params(graph) -> tuple[list[str], dict[str, set[str]]]:
+    calls = sorted(f"{a['qualname']}#{a['call_index']}" for a in nodes_of(graph, "layer").values())
+    users = {node: {graph.nodes[op]["name"] for op in graph.successors(node)}
+             for node in nodes_of(graph, "param")}
+    return calls, users
+
+
+def test_modules_and_parameters_built_in_the_first_forward_are_recorded() -> None:
+    torch.manual_seed(0)
+    model, x = BuiltInForward(), torch.randn(3, 5)
+    recording = tgr.record(model, x, backward=True)
+    tgr.validate(recording.graph)
+    calls, users = _calls_and_params(recording.graph)
+    # the model as its first forward left it, recorded again: the same calls and params
+    assert (calls, users) == _calls_and_params(tgr.record(model, x).graph)
+    assert calls == ["#0", "layers.0#0", "layers.0.0#0", "layers.0.1#0", "layers.1#0"]
+    named = {f"param:{name}" for name, _ in [*model.named_parameters(), *model.named_buffers()]}
+    assert set(users) == named
+    assert users["param:layers.0.0.weight"] == {"linear"}
+    assert users["param:scale"] == {"mul"} and users["param:shift"] == {"add"}
+    layers = nodes_of(recording.graph, "layer")
+    assert layers["layer:layers.0#0"]["num_params"] == 5 * 4 + 4
+    assert torch.equal(recording.output, model(x))
