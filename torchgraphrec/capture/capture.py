@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import warnings
 from typing import Any, Callable
 
@@ -13,6 +12,7 @@ from torch import nn
 from torchgraphrec.capture.autograd import MAX_CHAIN, walk
 from torchgraphrec.capture.backward import BackwardClock, owners
 from torchgraphrec.capture.build import build_graph
+from torchgraphrec.capture.calibrate import dispatch_costs
 from torchgraphrec.capture.calls import CallTracker
 from torchgraphrec.capture.events import Events
 from torchgraphrec.capture.opcosts import CountingOpMode, OpCosts
@@ -64,6 +64,7 @@ class Capture:
         self.table = ModuleTable(model)
         self.events = Events()
         self.state = CaptureState(self.table, self.events, autograd=self.ops == "autograd")
+        self.state.clock.costs = dispatch_costs()  # before the modes read them
         self.namer = Namer(self.table, self.events, self.state.nested)
         if self.ops == "torch":
             self.mode: OpMode | None = (CountingOpMode if flops else OpMode)(self.state)
@@ -80,7 +81,7 @@ class Capture:
                 aten.on_failure = self.tracker.fail
                 self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
         self.tracker.keep_grad_fns = backward and self.ops == "torch"
-        self.clock = BackwardClock() if backward else None
+        self.clock = BackwardClock(self.state.clock) if backward else None
         self.first_only = first_only
         self.costs = OpCosts(self, flops) if self.mode is not None else None
         self._gc: gc_paused | None = None
@@ -95,7 +96,7 @@ class Capture:
 
     def start(self) -> None:
         """Attach the hooks (and start counting FLOPs, forward and backward)."""
-        self.events.t0 = time.perf_counter_ns()
+        self.events.t0 = self.state.clock.now()
         self.tracker.attach()
         if self.costs is not None:
             self.costs.start()
