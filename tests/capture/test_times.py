@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import statistics
 from typing import Iterator
 
 import networkx as nx
@@ -61,10 +60,11 @@ def test_root_forward_ms_is_the_plain_forward(name: str) -> None:
     run = lambda: model(*args, **kwargs)  # noqa: E731
     run()
     plain, recorded = [], []
-    for _ in range(5):  # interleaved: drift on the machine hits both
+    for _ in range(7):  # interleaved: drift on the machine hits both
         plain.append(plain_forward_ms(run, 3))
         recorded.append(_root(tgr.record(model, args, kwargs).graph)["forward_ms"])
-    ratio = statistics.median(recorded) / statistics.median(plain)
+    # the least of each: on a shared machine other work only ever adds, by up to a third
+    ratio = min(recorded) / min(plain)
     assert 0.85 <= ratio <= 1.15, (recorded, plain)
 
 
