@@ -106,7 +106,8 @@ class Recorder:
         capture = Capture(self.model, ops=self.ops, backward=self.backward,
                           first_only=self.graph_mode == "first", flops=self.flops)
         # selectors are resolved (and may refuse) before anything is attached
-        engine = ProbeEngine(capture.table, self.probes, self.store) if self.probes else None
+        engine = ProbeEngine(capture.table, self.probes, self.store,
+                                                 capture.state.clock) if self.probes else None
         self._capture, self._engine, self._open = capture, engine, True
         capture.start()
         if engine is not None:

@@ -27,7 +27,8 @@ Nodes
     ``layer``: one call of one module.
         ``qualname`` (from ``named_modules``, ``""`` for the root), ``type`` (class name),
         ``call_index`` (0, 1, ... per module), ``t_start_ns`` and ``t_end_ns`` (forward, in
-        ns since the recording started), ``num_params`` (the module's parameter elements,
+        ns since the recording started, on a clock that stops while the recorder works),
+        ``num_params`` (the module's parameter elements,
         nested ones included, counted when the graph is built; lazy parameters not yet
         materialized count 0), ``inputs`` and ``outputs`` (tuples of the ids of the nodes
         the call received, positional and keyword, and returned: tensor nodes, and param
@@ -111,7 +112,9 @@ Costs
       training step keeps between forward and backward.
     * ``forward_ms`` and ``self_ms`` (float): the recorded forward's time, inclusive, and
       excluding the calls and ops inside; ``backward_ms`` (float) where a backward was
-      recorded. Recorded times include the recorder's own work. The graph attribute
+      recorded. Times leave the recorder's own work out: an op's is its call alone, a
+      layer call's its ops' and the Python between them (every time is read from a clock
+      that stops while the recorder works, see "Times" in the docs). The graph attribute
       ``plain_forward_ms`` (float), where present, is the same forward timed without a
       recorder, by whoever timed it (the recorder never runs a model twice: a second
       forward would move BatchNorm statistics and the random state); reports show it

@@ -111,7 +111,7 @@ def test_show_costs_adds_flops_and_saved_bytes_never_times(tower) -> None:
     assert not any(re.search(r"\d (ms|µs|ns|s)\b", node["label"]) for node in drawn.values())
     timed = boxes(tower, show_costs=True, color_by="forward_ms", depth=None)
     assert re.search(r" · [\d.]+ (ms|µs)$", lines(timed["layer:head#0"])[-1])
-    assert legend_text(timed["legend"]).startswith("recorded forward time")
+    assert legend_text(timed["legend"]).startswith("forward time")
 
 
 def test_drawings_with_costs_are_the_same_on_every_run() -> None:

@@ -8,6 +8,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import networkx as nx
 
+from torchgraphrec.capture.clock import Clock
+
 __all__ = ["BackwardClock", "owners"]
 
 
@@ -39,10 +41,12 @@ class BackwardClock:
 
     The hooks return ``None``, so gradients are untouched; every handle is removed by
     :meth:`detach`. Times are kept by node id, the earliest start and latest end over the
-    autograd nodes an op owns.
+    autograd nodes an op owns, read from the recording's ``clock``, which the hooks' own
+    work does not advance.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
         self.starts: dict[str, int] = {}
         self.ends: dict[str, int] = {}
         self.count = 0  # hook runs so far: changes with every backward, repeated ones too
@@ -51,18 +55,25 @@ class BackwardClock:
 
     def attach(self, pairs: Sequence[tuple[Any, str]]) -> None:
         """Hook each autograd node in ``pairs``, timed under the op node id it is paired with."""
-        starts, ends, now = self.starts, self.ends, time.perf_counter_ns
+        starts, ends, clock, now = self.starts, self.ends, self.clock, time.perf_counter_ns
         for node, node_id in pairs:
 
+            # autograd calling a hook costs about what it costs to call a pack hook: half
+            # before it, half after
             def before(grad_outputs: Any, node_id: str = node_id) -> None:
-                starts.setdefault(node_id, now())
+                entered = now()
+                starts.setdefault(node_id, entered - clock.spent - (clock.costs.pack >> 1))
                 self.running = node_id
                 self.count += 1
+                clock.spent += now() - entered + clock.costs.pack
 
             def after(grad_inputs: Any, grad_outputs: Any, node_id: str = node_id) -> None:
-                ends[node_id] = max(ends.get(node_id, 0), now())
+                entered = now()
+                ends[node_id] = max(ends.get(node_id, 0),
+                                    entered - clock.spent - (clock.costs.pack >> 1))
                 self.running = None
                 self.count += 1
+                clock.spent += now() - entered + clock.costs.pack
 
             self._handles.append(node.register_prehook(before))
             self._handles.append(node.register_hook(after))

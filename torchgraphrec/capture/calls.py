@@ -95,6 +95,7 @@ class CallTracker:
 
     def _pre_hook(self, module: torch.nn.Module, args: tuple,
                   kwargs: Optional[dict] = None) -> None:
+        entered = _now()  # the call starts now; the rest is the recorder's own work
         # only the model's modules, on the recording thread, outside a backward pass
         # (checkpoint recomputation), while the recorder is healthy and wants more
         if self._thread != _thread_id() or _graph_task_id() >= 0 or self.failure is not None \
@@ -108,15 +109,17 @@ class CallTracker:
             kwargs = _call_kwargs(_frame())
         quiet = self._quiet
         quiet.__enter__()
+        clock = self.state.clock
         try:
             state, events = self.state, self.events
             stack, calls = state.stack, events.calls
+            # a quarter of the hooks' dispatch is spent before each hook, a quarter after
+            quarter = clock.costs.call >> 2
+            t = entered - clock.spent - quarter
             if not stack:
                 self.forward_start = len(calls)
                 self.in_forward = True
                 self.on_begin()
-            t = _now()
-            if not stack:
                 inputs = self._model_inputs(module, args, kwargs, t)
                 parent = -1
             else:
@@ -151,6 +154,7 @@ class CallTracker:
             self._fail(exc)
         finally:
             quiet.__exit__(None, None, None)
+            clock.spent += _now() - entered + (clock.costs.call >> 1)
 
     def _model_inputs(self, module: torch.nn.Module, args: tuple, kwargs: dict,
                       t: int) -> list:
@@ -176,6 +180,7 @@ class CallTracker:
             self._post_hook(module, args, kwargs, output)
 
     def _post_hook(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
+        entered = _now()  # the call ended as this hook began
         if self._thread != _thread_id() or _graph_task_id() >= 0 or self.failure is not None \
                 or self.done:
             self._wind_down()
@@ -185,12 +190,13 @@ class CallTracker:
             return
         quiet = self._quiet
         quiet.__enter__()
+        clock = self.state.clock
         try:
             state, calls = self.state, self.events.calls
             stack = state.stack
             if not stack or calls[stack[-1]].module != module_index:
                 raise RuntimeError("module calls did not nest: a forward hook was skipped")
-            t = _now()
+            t = entered - clock.spent - (clock.costs.call >> 2)
             index = stack.pop()
             call = calls[index]
             call.t_end = t
@@ -219,6 +225,7 @@ class CallTracker:
             self._fail(exc)
         finally:
             quiet.__exit__(None, None, None)
+            clock.spent += _now() - entered + (clock.costs.call >> 1)
 
     def _model_outputs(self, index: int, output: Any, t: int) -> list:
         """The top-level call's outputs, named by their path in what it returned."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import warnings
 from typing import Any, Callable
 
@@ -14,6 +13,7 @@ from torchgraphrec._torch import autograd_sequence_number
 from torchgraphrec.capture.autograd import MAX_CHAIN, is_function_node, walk
 from torchgraphrec.capture.backward import BackwardClock, owners
 from torchgraphrec.capture.build import build_graph
+from torchgraphrec.capture.calibrate import dispatch_costs
 from torchgraphrec.capture.calls import CallTracker
 from torchgraphrec.capture.events import Events
 from torchgraphrec.capture.opcosts import CountingOpMode, OpCosts
@@ -66,6 +66,7 @@ class Capture:
         self.table = ModuleTable(model)
         self.events = Events()
         self.state = CaptureState(self.table, self.events, autograd=self.ops == "autograd")
+        self.state.clock.costs = dispatch_costs()  # before the modes read them
         self.namer = Namer(self.table, self.events, self.state.nested)
         if self.ops == "torch":
             self.mode: OpMode | None = (CountingOpMode if flops else OpMode)(self.state)
@@ -82,7 +83,7 @@ class Capture:
                 aten.on_failure = self.tracker.fail
                 self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
         self.tracker.keep_grad_fns = backward and self.ops == "torch"
-        self.clock = BackwardClock() if backward else None
+        self.clock = BackwardClock(self.state.clock) if backward else None
         self.first_only = first_only
         self.costs = OpCosts(self, flops) if self.mode is not None else None
         self.growth = Growth(self.table, self._registered)
@@ -98,7 +99,7 @@ class Capture:
 
     def start(self) -> None:
         """Attach the hooks (and start counting FLOPs, forward and backward)."""
-        self.events.t0 = time.perf_counter_ns()
+        self.events.t0 = self.state.clock.now()
         self.tracker.attach()
         self.growth.attach()
         if self.costs is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Optional
 
 import torch
@@ -12,6 +13,8 @@ from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, HigherOrderOperato
     dispatch_mode_depth, exclude_python_dispatch, has_composite_implicit_kernel, \
     nested_sizes, pop_saved_tensor_hooks, push_saved_tensor_hooks, \
     saved_tensor_hooks_enabled, top_saved_tensor_hooks, torch_function_all_disabled
+from torchgraphrec.capture.calibrate import dispatch_mode_cost
+from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.storages import storages_of
 
 __all__ = ["EXTRA_FORMULAS", "FlopMode", "Formula", "SavedBytes", "UNREADABLE_HOOKS",
@@ -19,6 +22,7 @@ __all__ = ["EXTRA_FORMULAS", "FlopMode", "Formula", "SavedBytes", "UNREADABLE_HO
 
 aten = torch.ops.aten
 Formula = Callable[[tuple, dict, Any], int]
+_now: Callable[[], int] = time.perf_counter_ns
 
 
 def _sequences(tensor: torch.Tensor) -> list[tuple[int, int]]:
@@ -121,19 +125,23 @@ class FlopMode(TorchDispatchMode):
     decomposed where it can be, as it does), into ``add(count)``: the recorder attributes
     them to the op running (or, in a backward, the op whose autograd node runs). Calls made
     with torch functions disabled altogether (the recorder's own work, probe statistics) are
-    not the model's and are not counted."""
+    not the model's and are not counted. Its own work stops the recording's ``clock``."""
 
-    def __init__(self, add: Callable[[int], None]) -> None:
+    def __init__(self, add: Callable[[int], None], clock: Clock) -> None:
         super().__init__()
         self.add = add
+        self.clock = clock
+        self.cost = dispatch_mode_cost()  # of reaching this handler and back
         self._plans: dict[Any, Any] = {}  # ATen op -> _PASS or (decomposable, formula)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: Optional[dict] = None) -> Any:
+        entered, clock = _now(), self.clock
         kwargs = kwargs or {}
         plan = self._plans.get(func)
         if plan is None:
             plan = self._plans[func] = _plan(func)
+        clock.spent += _now() - entered + self.cost
         if plan is _PASS:
             return NotImplemented
         decomposable, formula = plan
@@ -144,10 +152,14 @@ class FlopMode(TorchDispatchMode):
             if decomposed is not NotImplemented:
                 return decomposed
         out = func(*args, **kwargs)
-        if formula is not None and not _all_disabled():
-            count = formula(args, kwargs, out)
-            if count:
-                self.add(count)
+        returned = _now()
+        try:
+            if formula is not None and not _all_disabled():
+                count = formula(args, kwargs, out)
+                if count:
+                    self.add(count)
+        finally:
+            clock.spent += _now() - returned
         return out
 
 
@@ -194,8 +206,9 @@ class SavedBytes:
     every tensor), or kept as autograd would.
     """
 
-    def __init__(self, ops: list) -> None:
+    def __init__(self, ops: list, clock: Clock) -> None:
         self._ops = ops  # the ops recorded so far: the one running is the next
+        self._clock = clock  # stopped while the hooks work (inside the op's own time)
         self.by_op: dict[int, int] = {}  # op index -> bytes saved while it ran
         self.done: set[int] = set()  # storages counted already, or never to count
         self._outer: Any = None
@@ -235,6 +248,7 @@ class SavedBytes:
             self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
 
     def _pack(self, tensor: torch.Tensor) -> Any:
+        entered = _now()
         try:
             storage = tensor.untyped_storage()
         except (NotImplementedError, RuntimeError):  # a sparse tensor: its indices and values
@@ -246,21 +260,28 @@ class SavedBytes:
                 self.done.add(key)
                 index = len(self._ops)
                 self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
-        if self._outer is not None:
+        clock = self._clock
+        if self._outer is not None:  # the user's hooks: their work is the model's
+            clock.spent += _now() - entered + clock.costs.pack
             return self._outer[0](tensor)
-        if tensor.is_leaf:  # no autograd node of its own: holding it makes no cycle
-            return tensor
-        # holding an op's result itself would make a reference cycle through its node; the
-        # detach is the recorder's own, which no dispatch mode (its own FLOP mode, a
-        # user's) should see, and hiding it from them costs more than the detach
-        if _dispatch_modes():
-            if type(tensor) is not torch.Tensor:
-                return _detach_keeping_type(tensor)
-            with exclude_python_dispatch():
-                return tensor.detach()
-        return tensor.detach()
+        packed = tensor if tensor.is_leaf else _detached(tensor)
+        clock.spent += _now() - entered + clock.costs.pack
+        return packed
 
     def _unpack(self, packed: Any) -> torch.Tensor:
         if self._outer is not None:
             return self._outer[1](packed)
         return packed
+
+
+def _detached(tensor: torch.Tensor) -> torch.Tensor:
+    """What :class:`SavedBytes` keeps of an op's result: holding the result itself would
+    make a reference cycle through its node (a leaf, with no node of its own, is kept as
+    it is). The detach is the recorder's own, which no dispatch mode (its own FLOP mode, a
+    user's) should see, and hiding it from them costs more than the detach."""
+    if _dispatch_modes():
+        if type(tensor) is not torch.Tensor:
+            return _detach_keeping_type(tensor)
+        with exclude_python_dispatch():
+            return tensor.detach()
+    return tensor.detach()

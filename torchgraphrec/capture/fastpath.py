@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from torchgraphrec._torch import TorchDispatchMode
+from torchgraphrec.capture.calibrate import dispatch_mode_cost
 from torchgraphrec.capture.ops import OpMode, prepare
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors
@@ -62,6 +63,8 @@ class AtenMode(TorchDispatchMode):
         super().__init__()
         prepare(self, state)
         self._name_of = aten_name
+        half = dispatch_mode_cost() // 2
+        self._half_of = lambda func: half
         # the version of a tensor changed in place is bumped above the dispatcher's Python
         # key, after this handler returns: its schema says which arguments it writes
         self._written_by_schema = True

@@ -187,10 +187,10 @@ class OpCosts:
         self.flops: dict[int, int] = {}
         self.backward_flops: dict[str, int] = {}
         self.counting_flops = flops
-        self.flop_mode = FlopMode(self._add_flops) if flops else None
+        self.flop_mode = FlopMode(self._add_flops, capture.state.clock) if flops else None
         if isinstance(capture.mode, CountingOpMode):
             capture.mode.flop_mode, capture.mode.flops = self.flop_mode, self.flops
-        self.saved_bytes = SavedBytes(capture.events.ops)
+        self.saved_bytes = SavedBytes(capture.events.ops, capture.state.clock)
         self._counted_saved: set[int] = set()  # the ops of forwards that counted saved bytes
         self._first_op = 0
         self._warned = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import types
 import weakref
 from typing import Any, Callable, Optional
 
@@ -11,11 +12,12 @@ from torch.overrides import TorchFunctionMode
 
 from torchgraphrec._torch import DisableTorchFunction, autograd_sequence_number, \
     function_mode_depth, function_modes, pop_function_mode, push_function_mode
+from torchgraphrec.capture.calibrate import DispatchCosts
 from torchgraphrec.capture.opnames import TENSOR, mutates_by_name, op_name_of
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 from torchgraphrec.capture.values import version_of
 
-__all__ = ["OpMode", "prepare", "written_by_schema"]
+__all__ = ["OpMode", "dispatch_half", "prepare", "written_by_schema"]
 
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
@@ -66,10 +68,26 @@ def prepare(mode: Any, state: CaptureState) -> None:
     mode.on_failure = lambda exc: None
     mode._current, mode._stack = state.values.current, state.stack
     mode._events, mode._ops, mode._chains = state.events, state.events.ops, state.chains
+    mode._clock = state.clock
+    mode._halves = {}  # func -> half of what dispatching it to the handler costs, in ns
     mode._names = {}
     mode._guard = None
     mode._written_by_schema = False
     mode.pushed = False
+
+
+def dispatch_half(costs: DispatchCosts) -> Callable[[Any], int]:
+    """Half of what reaching a torch-function mode's handler costs for a function, in ns:
+    through ``torch.overrides.handle_torch_function`` for the Python functions of
+    ``torch.nn.functional`` and ``torch.Tensor``, from C++ for the others. (The other half
+    is spent on the way back.)
+
+    >>> half = dispatch_half(DispatchCosts(call=0, op=800, python_op=2400, pack=0))
+    >>> half(torch.nn.functional.relu), half(torch.nn.functional.linear)
+    (1200, 400)
+    """
+    return lambda func: (costs.python_op if isinstance(func, types.FunctionType)
+                         else costs.op) // 2
 
 
 def written_by_schema(func: Any, args: tuple, kwargs: dict) -> Optional[list]:
@@ -100,27 +118,35 @@ class OpMode(TorchFunctionMode):
 
     The handler runs between the model's ops, whose compute leaves the caches cold: it is
     one function with the common cases inline, since there every extra call and object
-    costs several times what it costs in a microbenchmark.
+    costs several times what it costs in a microbenchmark. Its own work, before and after
+    the call it records, stops the recording's clock (see
+    :class:`~torchgraphrec.capture.clock.Clock`): an op's times are its call's alone.
     """
 
     def __init__(self, state: CaptureState) -> None:
         super().__init__()
         prepare(self, state)
         self._name_of: Callable[[Any], str] = op_name_of
+        self._half_of: Callable[[Any], int] = dispatch_half(state.clock.costs)
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: dict | None = None) -> Any:
+        entered = _now()
         if kwargs is None:
             kwargs = {}
+        clock = self._clock
         name = self._names.get(func)
         if name is None:
             name = self._names[func] = self._name_of(func)
+            self._halves[func] = self._half_of(func)
+        half = self._halves.get(func, 0)
         if not name:
+            clock.spent += _now() - entered + half + half
             return func(*args, **kwargs)
         guard = self._guard
         if guard is not None:
             guard.__enter__()
-        t0, number = _now(), _autograd_number()
+        number = _autograd_number()
         inputs: list = []
         plain: list = []
         for value in args:
@@ -148,11 +174,16 @@ class OpMode(TorchFunctionMode):
         seq_before = events.seq
         if guard is not None:
             guard.__exit__(None, None, None)
+        called = _now()
+        clock.spent += called - entered + half
+        t0 = called - clock.spent
         out = func(*args, **kwargs)
+        returned = _now()
+        t1 = returned - clock.spent  # less what the recorder's hooks took inside the call
         if guard is not None:
             guard.__enter__()
         try:
-            t1, made = _now(), _autograd_number() - number
+            made = _autograd_number() - number
             changed = None
             position = 0
             for tensor in inputs:
@@ -232,6 +263,7 @@ class OpMode(TorchFunctionMode):
         finally:
             if guard is not None:
                 guard.__exit__(None, None, None)
+            clock.spent += _now() - returned + half
 
     def _producer(self, tensor: torch.Tensor, version: int, call: int, t: int,
                   entry: Any) -> Any:

@@ -8,6 +8,7 @@ import torch
 from torch.nn.parameter import is_lazy
 
 from torchgraphrec.capture.chains import ChainGuard
+from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.events import Events, Ref
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.capture.values import Values
@@ -52,9 +53,12 @@ class CaptureState:
         table: the model's modules, parameters and buffers.
         events: where records are appended.
         autograd: keep each boundary tensor's ``grad_fn`` (the autograd view walks from them).
+
+    :attr:`clock` is the one clock every time recorded is read from: every part of the
+    recorder adds its own work to it (see :class:`~torchgraphrec.capture.clock.Clock`).
     """
 
-    __slots__ = ("table", "events", "values", "stack", "autograd", "nested", "chains")
+    __slots__ = ("table", "events", "values", "stack", "autograd", "nested", "chains", "clock")
 
     def __init__(self, table: ModuleTable, events: Events, autograd: bool = False) -> None:
         self.table = table
@@ -64,6 +68,7 @@ class CaptureState:
         self.autograd = autograd
         self.nested: set[int] = set()  # indices of tensor records of nested tensors
         self.chains = ChainGuard(events)
+        self.clock = Clock()
 
     def tensor_node(self, tensor: torch.Tensor, version: int, number: int, call: int, t: int,
                     role: str | None = None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from typing import Any, Callable, Optional, Sequence
 
 import torch
@@ -11,6 +12,7 @@ from torch import nn
 from torch.nn.parameter import is_lazy
 
 from torchgraphrec._torch import DisableTorchFunction, graph_task_id
+from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.structures import tensors_with_paths
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.probes.probe import Context, Probe
@@ -34,8 +36,10 @@ class ProbeEngine:
     re-raised by the recorder, never thrown into the user's forward or backward.
     """
 
-    def __init__(self, table: ModuleTable, probes: Sequence[Probe], store: Store) -> None:
+    def __init__(self, table: ModuleTable, probes: Sequence[Probe], store: Store,
+                 clock: Optional[Clock] = None) -> None:
         self.table, self.store = table, store
+        self.clock = clock  # the recording's: its statistics take none of the model's time
         self.by_module: dict[int, list[Probe]] = {}
         for probe in probes:
             chosen = probe.where.resolve(table.model) if probe.where else table.model.named_modules()
@@ -72,8 +76,10 @@ class ProbeEngine:
     def _pre_hook(self, module_index: int, module: nn.Module, args: tuple,
                   kwargs: dict) -> None:
         if self._active():
+            entered = time.perf_counter_ns()
             with self._quiet:
                 self.on_enter(module_index, args, kwargs)
+            self._spent_since(entered)
 
     def _post_hook(self, module_index: int, module: nn.Module, args: tuple, *rest: Any) -> Any:
         if not self._active():
@@ -81,9 +87,15 @@ class ProbeEngine:
         if len(rest) == 1:  # torch passes no kwargs exactly when the forward raised
             self.on_raise(module_index)
             return None
+        entered = time.perf_counter_ns()
         with self._quiet:
             self.on_leave(module_index, rest[1])
-        return self._edit(module_index, rest[1])
+        self._spent_since(entered)
+        return self._edit(module_index, rest[1])  # model code: its time is the model's
+
+    def _spent_since(self, entered: int) -> None:
+        if self.clock is not None:
+            self.clock.add_since(entered)
 
     def _context(self, module_index: int, call_index: int) -> Context:
         return Context(self.step, self.epoch, self.table.qualnames[module_index], call_index,

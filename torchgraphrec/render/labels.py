@@ -80,7 +80,7 @@ def count_text(count: int) -> str:
 
 
 #: What :func:`cost_line` writes by default: what the model costs, the same on every run
-#: (times vary from run to run and include the recording's own overhead).
+#: (times vary from run to run).
 LINE_COSTS = ("flops", "saved_bytes")
 
 

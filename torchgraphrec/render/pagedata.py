@@ -68,8 +68,8 @@ def _roots(graph: nx.DiGraph) -> list[dict[str, Any]]:
 
 
 def facts(graph: nx.DiGraph) -> dict[str, Any]:
-    """The header's facts: counts, totals, and the recorded forward's time, labelled as
-    what it is (the recorder's work included) beside a plain forward where one was timed."""
+    """The header's facts: counts, totals, and the recorded forward's time (the recorder's
+    own work left out), beside a plain forward where one was timed."""
     counts = {kind: 0 for kind in ("layer", "op", "tensor", "param")}
     for _, kind in graph.nodes(data="kind"):
         counts[kind] += 1

@@ -22,11 +22,10 @@ INCLUSIVE = frozenset({"flops", "saved_bytes", "forward_ms", "params", "backward
 
 
 #: What a legend calls each cost (any other attribute, a statistic, by its own name).
-#: Times are the recording's, its own overhead included: said so.
 TITLES = {"flops": "forward FLOPs", "backward_flops": "backward FLOPs",
           "saved_bytes": "activations saved for backward",
-          "forward_ms": "recorded forward time", "self_ms": "own recorded forward time",
-          "backward_ms": "recorded backward time",
+          "forward_ms": "forward time", "self_ms": "own forward time",
+          "backward_ms": "backward time",
           "params": "parameters", "num_params": "parameters", "bytes": "tensor size",
           "output_bytes": "output size", "param_bytes": "parameter size"}
 

@@ -109,8 +109,8 @@ function tgrLayerRows(R, i, a, row, link) {
 }
 
 function tgrCostRows(R, a, row) {
-  const times = [["forward_ms", "forward (recorded, recording included)"], ["self_ms", "of which its own code"],
-    ["backward_ms", "backward (recorded)"]];
+  const times = [["forward_ms", "forward"], ["self_ms", "of which its own code"],
+    ["backward_ms", "backward"]];
   row("FLOPs", tgrFormat("flops", a.flops));
   row("backward FLOPs", tgrFormat("flops", a.backward_flops));
   row("saved for backward", tgrFormat("saved_bytes", a.saved_bytes));
@@ -122,10 +122,10 @@ function tgrCostRows(R, a, row) {
     row("forward without the recorder", tgrFormat("forward_ms", R.config.plain_ms));
   }
   if (a.forward_ms === undefined && a.t_end_ns !== undefined && a.type !== undefined) {
-    row("forward (recorded, recording included)", tgrFormat("forward_ms", (a.t_end_ns - a.t_start_ns) / 1e6));
+    row("forward", tgrFormat("forward_ms", (a.t_end_ns - a.t_start_ns) / 1e6));
   }
   if (a.backward_ms === undefined && a.t_backward_end_ns !== undefined) {
-    row("backward (recorded)", tgrFormat("backward_ms", (a.t_backward_end_ns - a.t_backward_start_ns) / 1e6));
+    row("backward", tgrFormat("backward_ms", (a.t_backward_end_ns - a.t_backward_start_ns) / 1e6));
   }
   for (const key of Object.keys(a).filter((k) => k.includes(".") && typeof a[k] === "number")) row(key, a[key].toPrecision(4));
 }

@@ -112,7 +112,7 @@ function tgrTimeline(R) {
   if (!calls.length) { note.textContent = "No module calls were timed."; return; }
   const passes = [["forward", "t_start_ns", "t_end_ns"], ["backward", "t_backward_start_ns", "t_backward_end_ns"]];
   const drawn = passes.filter(([, start]) => calls.some((i) => R.info[i][start] !== undefined));
-  note.textContent = "Recorded times: the recorder's own work is included. Rows are call depth. " +
+  note.textContent = "Times of the model's own work (the recorder's left out). Rows are call depth. " +
     (R.colourBy ? `Bars coloured by ${R.config.colour.headings[R.colourBy] || R.colourBy}, as the drawing is, over every call. ` : "") +
     "Click a bar to select the call." + (drawn.length < 2 ? " No backward was recorded." : "");
   // the drawing's palette and rule, over the calls the timeline shows
