@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from torchgraphrec import _torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -21,3 +24,81 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
+
+
+def _pinned_torch() -> str:
+    for line in (Path(__file__).parents[1] / "constraints.txt").read_text().splitlines():
+        if line.startswith("torch=="):
+            return line.split("==")[1].strip()
+    return ""
+
+
+def _major(package: str) -> int:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return int(version(package).split(".")[0])
+    except PackageNotFoundError:
+        return 0
+
+
+def _as_subclass_under_dispatch_mode() -> bool:
+    """Whether a subclass's own torch function can call ``as_subclass`` under a dispatch mode
+    (which FlopCounterMode is)."""
+    class Subclass(torch.Tensor):
+        pass
+
+    class Passing(_torch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            return func(*args, **(kwargs or {}))
+
+    value = torch.ones(1).as_subclass(Subclass)
+    try:
+        with Passing(), torch._C.DisableTorchFunctionSubclass():
+            value.as_subclass(torch.Tensor)
+    except RuntimeError:
+        return False
+    return True
+
+
+#: What ``@pytest.mark.needs(name)`` asks of the torch the suite runs on: whether it has it,
+#: and the reason the test is skipped where not.
+NEEDS = {
+    "saved_bytes": (_torch.SAVED_TENSOR_HOOKS_READABLE,
+                    "counting saved bytes needs torch._C._autograd."
+                    "_top_saved_tensors_default_hooks, which this torch lacks"),
+    "global_hook_kwargs": (_torch.GLOBAL_FORWARD_HOOKS_TAKE_KWARGS,
+                           "this torch's global forward hooks take no keyword arguments "
+                           "(register_module_forward_hook(with_kwargs=...)), so the recorder "
+                           "hooks each module"),
+    "as_subclass_under_dispatch_mode": (_as_subclass_under_dispatch_mode(),
+                                        "this torch cannot run as_subclass on a subclass's "
+                                        "tensor under a dispatch mode (FlopCounterMode fails "
+                                        "there too)"),
+    "transformers_5": (_major("transformers") >= 5,
+                       "written against transformers 5's modeling code, which needs a newer "
+                       "torch than this one"),
+    "pinned_torch": (torch.__version__.split("+")[0] == _pinned_torch(),
+                     "the picture was drawn with constraints.txt's torch, and another torch "
+                     "records other ops"),
+}
+
+#: Doctests and generated cases (which take no marks) and what they need.
+ITEM_NEEDS = {
+    "torchgraphrec.recording.Recording.costs": "saved_bytes",
+    "torchgraphrec.recording.Recording.summary": "saved_bytes",
+    "test_notebook_runs[costs]": "saved_bytes",
+    "test_what_runs_beneath_an_op_is_counted_as_flop_counter_mode_counts_it[a plain subclass]":
+        "as_subclass_under_dispatch_mode",
+    "test_layer_parents_follow_the_module_tree[t5]": "transformers_5",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        needed = [mark.args[0] for mark in item.iter_markers("needs")]
+        needed += [ITEM_NEEDS[item.name]] if item.name in ITEM_NEEDS else []
+        for name in needed:
+            have, why = NEEDS[name]
+            if not have:
+                item.add_marker(pytest.mark.skip(reason=why))

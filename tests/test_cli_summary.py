@@ -27,6 +27,7 @@ def factory(tmp_path: Path) -> str:
     return f"{path}:model"
 
 
+@pytest.mark.needs("saved_bytes")
 def test_summary_prints_the_table_with_flops(factory: str, capsys) -> None:
     assert main(["summary", factory, "--input-shape", "1,3,8,8", "--flops"]) == 0
     lines = capsys.readouterr().out.splitlines()

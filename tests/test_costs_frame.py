@@ -19,6 +19,7 @@ def recorded() -> tgr.Recording:
     return tgr.record(*fresh("resnet_like"), flops=True, backward=True)
 
 
+@pytest.mark.needs("saved_bytes")
 def test_one_row_per_call_in_call_order_with_the_graphs_numbers(recorded) -> None:
     frame, graph = recorded.costs(), recorded.graph
     layers = sorted(nodes_of(graph, "layer").items(), key=lambda item: item[1]["seq"])
@@ -35,6 +36,7 @@ def test_one_row_per_call_in_call_order_with_the_graphs_numbers(recorded) -> Non
     assert frame.loc[frame.node == "layer:stem.0#0", "input_shapes"].item() == "2×3×16×16"
 
 
+@pytest.mark.needs("saved_bytes")
 def test_its_sums_are_the_graphs_totals(recorded) -> None:
     frame, graph = recorded.costs(), recorded.graph
     root = frame[frame.depth == 0]

@@ -31,6 +31,7 @@ def _sphinx(source: Path, builder: str, *extra: str) -> subprocess.CompletedProc
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.needs("saved_bytes")
 def test_html_builds_without_warnings_and_runs_the_notebooks(source: Path) -> None:
     done = _sphinx(source, "html")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -44,6 +45,7 @@ def test_html_builds_without_warnings_and_runs_the_notebooks(source: Path) -> No
     assert "grad_output" in probes and "Traceback" not in probes
 
 
+@pytest.mark.needs("saved_bytes")
 def test_every_example_on_the_pages_runs(source: Path) -> None:
     done = _sphinx(source, "doctest", "-D", "nb_execution_mode=off")
     report = (source.parent / "build" / "doctest" / "output.txt").read_text()

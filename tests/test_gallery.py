@@ -31,6 +31,7 @@ def test_the_gallery_has_eight_architectures_three_ways_and_extras(gallery) -> N
     assert {p.name for p in GALLERY.iterdir()} == expected | set(gallery.EXTRAS)
 
 
+@pytest.mark.needs("pinned_torch")
 @pytest.mark.parametrize("name", ["resnet50", "unet", "bert", "gpt2", "llama", "vit", "mixtral",
                                   "t5"])
 def test_the_gallery_is_current(gallery, name: str, tmp_path: Path) -> None:
@@ -40,6 +41,7 @@ def test_the_gallery_is_current(gallery, name: str, tmp_path: Path) -> None:
             f"docs/gallery/{path.name} is stale: run python docs/gallery.py")
 
 
+@pytest.mark.needs("pinned_torch")
 @pytest.mark.parametrize("name", ["gpt2-diff.svg", "resnet50-flops.svg"])
 def test_the_extra_pictures_are_current(gallery, name: str, tmp_path: Path) -> None:
     path = gallery.EXTRAS[name](tmp_path)

@@ -230,6 +230,7 @@ print([list(graph.graph)] + [list(attrs) for _, attrs in graph.nodes(data=True)]
 """
 
 
+@pytest.mark.needs("saved_bytes")
 def test_attribute_order_does_not_follow_the_string_hash_seed() -> None:
     # the JSON writes attributes in their order: it must be one order whatever the seed
     runs = [subprocess.Popen([sys.executable, "-c", _KEY_ORDER], stdout=subprocess.PIPE, text=True,

@@ -95,6 +95,7 @@ def test_the_params_column_sums_to_the_total_at_every_depth(name: str) -> None:
         assert all(row["params_counted"] == 0 for row in rows if not row["first_call"])
 
 
+@pytest.mark.needs("saved_bytes")
 def test_depth_limits_the_rows_and_keeps_the_labels() -> None:
     rec = tgr.record(*fresh("resnet_like"))
     everything = call_rows(rec.graph)
@@ -114,6 +115,7 @@ def test_depth_limits_the_rows_and_keeps_the_labels() -> None:
         rec.summary(depth=-1)
 
 
+@pytest.mark.needs("saved_bytes")
 def test_cost_columns_appear_where_recorded() -> None:
     plain = tgr.record(*fresh("mlp")).summary().splitlines()[0]
     assert "FLOPs" not in plain and "Saved" in plain and "Forward" in plain
@@ -125,6 +127,7 @@ def test_cost_columns_appear_where_recorded() -> None:
         assert "Saved" not in tgr.record(*fresh("mlp")).summary().splitlines()[0]
 
 
+@pytest.mark.needs("saved_bytes")
 def test_rows_and_footer_show_the_graphs_numbers() -> None:
     rec = tgr.record(*fresh("mlp"), flops=True, backward=True)
     graph, lines = rec.graph, rec.summary().splitlines()

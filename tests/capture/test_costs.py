@@ -124,6 +124,7 @@ def _inputs_and_params(case) -> set[int]:
     return {t.untyped_storage()._cdata for t in tensors}
 
 
+@pytest.mark.needs("saved_bytes")
 @pytest.mark.parametrize("name", list(ZOO))
 def test_saved_bytes_equal_an_independent_count(name: str) -> None:
     case = fresh(name)
@@ -138,6 +139,7 @@ def test_saved_bytes_equal_an_independent_count(name: str) -> None:
     assert all(a["saved_bytes"] >= 0 for a in nodes_of(graph, "op").values())
 
 
+@pytest.mark.needs("saved_bytes")
 @pytest.mark.parametrize("name", ["resnet_like", "gpt2", "inplace"])
 def test_a_users_saved_tensor_hooks_still_see_every_tensor(name: str) -> None:
     plain_case, recorded_case = fresh(name), fresh(name)
@@ -285,6 +287,7 @@ class MatmulOnAdd(torch.Tensor):
         return super().__torch_function__(func, types, args, kwargs or {})
 
 
+@pytest.mark.needs("as_subclass_under_dispatch_mode")
 def test_a_subclass_runs_its_op_under_the_flop_mode() -> None:
     a, b = _r(3, 4).as_subclass(MatmulOnAdd), _r(5, 4).as_subclass(MatmulOnAdd)
     body = lambda a, b: a.add(b)  # noqa: E731
@@ -402,6 +405,7 @@ class Passing(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+@pytest.mark.needs("global_hook_kwargs")
 def test_a_dispatch_mode_a_users_hooks_keep_across_a_call_leaves_in_order() -> None:
     # entered by a pre-hook and left by a forward hook, which run on either side of the
     # recorder's own hooks: the FLOP mode goes back under it, and it leaves first

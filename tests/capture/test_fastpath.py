@@ -70,6 +70,7 @@ def test_attention_in_eval_mode_runs_its_fused_kernel_while_recorded() -> None:
     assert {"param:in_proj_weight", "param:out_proj.weight"} <= set(nodes_of(recording.graph, "param"))
 
 
+@pytest.mark.needs("global_hook_kwargs")
 def test_keyword_arguments_are_seen_before_the_call_without_module_hooks() -> None:
     assert _torch.call_kwargs_readable()
     model = _encoder()

@@ -161,6 +161,7 @@ def gpt2_diff() -> tgr.GraphDiff:
     return tgr.diff(gpt2(2), gpt2(3))
 
 
+@pytest.mark.needs("transformers_5")
 def test_gpt2_with_a_third_layer_shows_it_at_depth_1_and_2(gpt2_diff, tmp_path: Path) -> None:
     at_1 = Drawing(gpt2_diff, tmp_path, depth=1)
     assert at_1.status("layer:h.2#0") == "added"

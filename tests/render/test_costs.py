@@ -80,6 +80,7 @@ def test_color_by_flops_fills_pale_to_dark_with_a_legend_in_units(tower) -> None
     assert legend.endswith("98.3 kFLOPs")
 
 
+@pytest.mark.needs("saved_bytes")
 def test_boxes_at_depth_k_show_what_is_inside_them(tower) -> None:
     block = linear_flops(3, 4, 64) + linear_flops(3, 64, 256)
     at_1 = boxes(tower, color_by="flops", show_costs=True, depth=1)
@@ -93,6 +94,7 @@ def test_boxes_at_depth_k_show_what_is_inside_them(tower) -> None:
     assert cluster["fillcolor"] not in SCALE
 
 
+@pytest.mark.needs("saved_bytes")
 def test_show_costs_adds_flops_and_saved_bytes_never_times(tower) -> None:
     drawn = boxes(tower, show_costs=True, depth=None)
     graph = tower.graph
@@ -123,6 +125,7 @@ def test_drawings_with_costs_are_the_same_on_every_run() -> None:
     assert dot() == dot()  # no time leaks into the drawing
 
 
+@pytest.mark.needs("saved_bytes")
 def test_saved_bytes_in_bytes_and_the_paper_theme_in_greys(tower) -> None:
     drawn = boxes(tower, color_by="saved_bytes", theme="paper", depth=None)
     legend = legend_text(drawn["legend"])

@@ -20,6 +20,7 @@ CASES = {
 }
 
 
+@pytest.mark.needs("pinned_torch")
 @pytest.mark.parametrize("golden", sorted(CASES))
 def test_dot_matches_golden_file(golden: str, update_golden: bool) -> None:
     name, options = CASES[golden]

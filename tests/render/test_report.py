@@ -103,6 +103,7 @@ def test_times_say_what_they_are(recording) -> None:
     assert script_json(timed, "tgr-config")["plain_ms"] == 1.25
 
 
+@pytest.mark.needs("saved_bytes")
 def test_costs_are_in_the_header(recording) -> None:
     page = to_html(recording.graph)
     assert "5.2 MFLOPs forward, 9.9 MFLOPs backward" in page

@@ -176,6 +176,7 @@ def test_details_speak_to_a_person(browser, report) -> None:
     assert loaded.problems == []
 
 
+@pytest.mark.needs("saved_bytes")
 def test_table_sorts_by_cost_and_a_row_selects_and_pans(browser, recording, report) -> None:
     with loaded_report(browser, report) as loaded:
         page = loaded.page

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from torch.nn.modules import module as torch_module
 from torch.overrides import TorchFunctionMode
 
-from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, TorchDispatchMode, dispatch_mode_depth, function_mode_depth, \
-    graph_task_id
+from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, TorchDispatchMode, \
+    dispatch_mode_depth, function_mode_depth, graph_task_id
 
 __all__ = ["DispatchCosts", "NO_COSTS", "dispatch_costs", "dispatch_mode_cost"]
 

@@ -217,11 +217,11 @@ class SavedBytes:
     def push(self, excluded: set[int]) -> Optional[str]:
         """Start counting, leaving out the storages ``excluded`` (which it keeps and adds
         to); where it cannot, why not."""
-        if not SAVED_TENSOR_HOOKS_READABLE:  # ours could silently take the place of a user's
-            return UNREADABLE_HOOKS
         if not saved_tensor_hooks_enabled():
             return ("saved-tensor hooks are disabled here "
                     "(torch.autograd.graph.disable_saved_tensors_hooks)")
+        if not SAVED_TENSOR_HOOKS_READABLE:  # ours could silently take the place of a user's
+            return UNREADABLE_HOOKS
         self._outer = top_saved_tensor_hooks()
         push_saved_tensor_hooks(self._pack, self._unpack)
         self.done = excluded
