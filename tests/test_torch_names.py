@@ -284,3 +284,12 @@ def test_call_raised_tells_a_raising_forward_from_one_run_while_handling_another
     except KeyError:
         quiet(torch.ones(1))
     assert seen == [True, False]
+
+
+def test_disable_dispatch_modes_sets_every_mode_aside_and_back() -> None:
+    with _Seeing() as mode:
+        with _torch.disable_dispatch_modes():
+            assert _torch.dispatch_mode_depth() == 0
+            torch.ones(2).detach()
+        assert _torch.dispatch_modes() == [mode]
+    assert mode.seen == []
