@@ -7,6 +7,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+import torch.utils.checkpoint
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.nn import functional as F
@@ -50,6 +51,7 @@ def _storages(tensor: torch.Tensor) -> list:
     return [part.untyped_storage() for part in parts]
 
 
+@pytest.mark.needs("saved_bytes")
 @pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr], ids=str)
 def test_sparse_inputs_in_grad_mode_record_the_bytes_their_parts_save(layout) -> None:
     torch.manual_seed(0)

@@ -147,6 +147,7 @@ def test_a_folded_run_of_calls_that_cost_the_same_says_each() -> None:
     assert lines(box)[-1] == f"{cost_line(first)} each"
 
 
+@pytest.mark.needs("saved_bytes")
 def test_a_folded_run_of_calls_that_cost_differently_never_says_each_for_those() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(3)])

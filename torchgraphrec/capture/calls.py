@@ -72,15 +72,21 @@ class CallTracker:
         self._thread = threading.get_ident()
         if call_kwargs_readable():
             self._handles.append(torch_module.register_module_forward_pre_hook(self._pre_hook))
-        else:  # correct, but hooks on a TransformerEncoderLayer turn off its fast path
-            for module in self.state.table.modules:
-                self._handles.append(module.register_forward_pre_hook(self._pre_hook,
-                                                                      with_kwargs=True))
         if GLOBAL_FORWARD_HOOKS_TAKE_KWARGS:
             self._handles.append(torch_module.register_module_forward_hook(
                 self._post_hook, with_kwargs=True, always_call=True))
-        else:
-            for module in self.state.table.modules:
+        self.adopt(self.state.table.modules)
+
+    def adopt(self, modules: list[torch.nn.Module]) -> None:
+        """Hook each of ``modules`` itself where global hooks cannot serve: a pre-hook where
+        the call's frame cannot be read (correct, but hooks on a ``TransformerEncoderLayer``
+        turn off its fast path), a post-hook where global ones take no keyword arguments.
+        Also given the modules a forward builds as it runs."""
+        for module in modules:
+            if not call_kwargs_readable():
+                self._handles.append(module.register_forward_pre_hook(self._pre_hook,
+                                                                      with_kwargs=True))
+            if not GLOBAL_FORWARD_HOOKS_TAKE_KWARGS:
                 self._handles.append(module.register_forward_hook(
                     self._module_post_hook, with_kwargs=True, always_call=True))
 

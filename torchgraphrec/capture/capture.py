@@ -86,7 +86,7 @@ class Capture:
         self.clock = BackwardClock(self.state.clock) if backward else None
         self.first_only = first_only
         self.costs = OpCosts(self, flops) if self.mode is not None else None
-        self.growth = Growth(self.table, self._registered)
+        self.growth = Growth(self.table, self._registered, self.tracker.adopt)
         self._gc: gc_paused | None = None
         self._first_op = 0
         self._number = 0

@@ -18,14 +18,16 @@ class Growth:
     """PyTorch's global registration hooks, which add to ``table`` what the recording
     thread registers on the model's own modules: a module a forward builds and appends
     (its calls become layer nodes), a parameter or buffer it creates (a param node).
-    ``on_tensor`` is given each parameter and buffer added. The hooks return ``None``:
+    ``on_tensor`` is given each parameter and buffer added, ``on_modules`` the modules. The hooks return ``None``:
     what is registered is never changed. Attached by :meth:`attach`, removed by
     :meth:`detach`.
     """
 
-    def __init__(self, table: ModuleTable, on_tensor: Callable[[torch.Tensor], None]) -> None:
+    def __init__(self, table: ModuleTable, on_tensor: Callable[[torch.Tensor], None],
+                 on_modules: Callable[[list[nn.Module]], None]) -> None:
         self.table = table
         self.on_tensor = on_tensor
+        self.on_modules = on_modules
         self._thread = -1
         self._handles: list[Any] = []
 
@@ -45,8 +47,10 @@ class Growth:
 
     def _module(self, parent: nn.Module, name: str, module: Any) -> None:
         if module is not None and self._ours(parent):
+            known = len(self.table.modules)
             for tensor in self.table.add_module(parent, name, module):
                 self.on_tensor(tensor)
+            self.on_modules(self.table.modules[known:])
 
     def _parameter(self, module: nn.Module, name: str, param: Any) -> None:
         self._tensor(module, name, param, False)
