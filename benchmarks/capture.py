@@ -7,7 +7,9 @@ Strict by construction, so that no tool is flattered:
 * one thread (``torch.set_num_threads(1)``), the model in eval mode;
 * each sample is one call, preceded by ``gc.collect()``, and plain forwards and captures
   alternate sample by sample, so that drift (another process, thermal state) hits both;
-* a cell is the median capture time divided by the median plain forward time.
+* a process's ratio is its median capture time divided by its median plain forward time,
+  and a cell is the median of ``--processes`` (5) fresh processes' ratios, shown with
+  their spread (lowest–highest).
 
 Columns: each tool with autograd on (``grad``) and under ``torch.no_grad()`` (``no_grad``);
 ``torchgraphrec+flops`` records with ``flops=True`` beside ``FlopCounterMode``, PyTorch's
@@ -21,7 +23,7 @@ it is blind to time the process spends descheduled, which on an idle machine is 
 A peer that raises is shown as ``FAIL:<exception>``; one not installed as ``-``
 (``pip install -e ".[bench]"``).
 
-    python benchmarks/capture.py                          # everything (about 25 minutes)
+    python benchmarks/capture.py                          # everything (about two hours)
     python benchmarks/capture.py --models mlp_deep_200 gpt2_small --tools torchgraphrec
 """
 
@@ -41,15 +43,19 @@ HERE = Path(__file__).resolve().parent
 MODES = ("grad", "no_grad")
 #: The capture targets: (model, grad mode, tool) -> the highest ratio allowed.
 TARGETS = {
-    ("mlp_deep_200", "grad", "torchgraphrec"): 4.0,
-    ("resnet50_like", "grad", "torchgraphrec"): 1.15,
-    ("gpt2_small", "grad", "torchgraphrec"): 1.1,
-    ("resnet50_like", "no_grad", "torchgraphrec"): 1.2,
+    ("mlp_deep_200", "grad", "torchgraphrec"): 4.5,
+    ("mlp_deep_200", "no_grad", "torchgraphrec"): 4.5,
+    ("resnet50_like", "grad", "torchgraphrec"): 1.2,
+    ("gpt2_small", "grad", "torchgraphrec"): 1.2,
+    ("resnet50_like", "no_grad", "torchgraphrec"): 1.15,
     ("gpt2_small", "no_grad", "torchgraphrec"): 1.15,
     ("resnet50_like", "grad", "torchgraphrec+flops"): 1.5,
     ("gpt2_small", "grad", "torchgraphrec+flops"): 1.5,
 }
-#: Where ``flops=True`` must stay within FlopCounterMode's own overhead + 0.2.
+#: ``ops="autograd"`` (the autograd graph and module calls) against torchviz (the autograd
+#: graph): at most this times its ratio.
+AUTOGRAD_VS_TORCHVIZ = 1.05
+#: Where ``flops=True`` must stay below FlopCounterMode alone.
 FLOPS_MODELS = ("resnet50_like", "gpt2_small")
 PEERS = ("torchviz", "torchview", "torchlens", "torchrecorder")
 
@@ -108,6 +114,21 @@ def _count_calls(model: Any, case: Any) -> int:
     return len(calls)
 
 
+def run_cell(tool: str, model_name: str, mode: str, options: argparse.Namespace) -> dict:
+    """:func:`run_child` in ``options.processes`` fresh interpreters: the median ratio, and
+    the lowest and highest (a failure in any process is the cell's result)."""
+    runs = []
+    for _ in range(options.processes):
+        result = run_child(tool, model_name, mode, options)
+        if result["status"] != "ok":
+            return result
+        runs.append(result)
+    ratios = sorted(run["ratio"] for run in runs)
+    middle = sorted(runs, key=lambda run: run["ratio"])[len(runs) // 2]
+    return {**middle, "ratio": statistics.median(ratios), "low": ratios[0],
+            "high": ratios[-1], "processes": len(runs)}
+
+
 def run_child(tool: str, model_name: str, mode: str, options: argparse.Namespace) -> dict:
     """Run :func:`measure` in a fresh interpreter and parse its JSON line."""
     command = [sys.executable, str(Path(__file__)), "--child", tool, model_name, mode,
@@ -127,6 +148,8 @@ def cell(result: Optional[dict]) -> str:
     if result is None:
         return ""
     status = result["status"]
+    if status == "ok" and result.get("processes", 1) > 1:
+        return f"{result['ratio']:.2f}x ({result['low']:.2f}-{result['high']:.2f})"
     if status == "ok":
         return f"{result['ratio']:.2f}x"
     return "-" if status == "missing" else status[:18]
@@ -170,9 +193,16 @@ def _report_targets(results: Results, models: list[str]) -> None:
         flops = _ratio(results, (model_name, "grad", "torchgraphrec+flops"))
         counter = _ratio(results, (model_name, "grad", "flop_counter"))
         if flops is not None and counter is not None:
-            verdict = "met" if flops <= counter + 0.2 else "NOT met"
+            verdict = "met" if flops < counter else "NOT met"
             print(f"  flops=True {model_name}: {flops:.2f}x vs FlopCounterMode "
-                  f"{counter:.2f}x (<= +0.2) {verdict}")
+                  f"{counter:.2f}x (below it) {verdict}")
+    for model_name in models:
+        mine = _ratio(results, (model_name, "grad", "torchgraphrec+autograd"))
+        torchviz = _ratio(results, (model_name, "grad", "torchviz"))
+        if mine is not None and torchviz is not None:
+            verdict = "met" if mine <= AUTOGRAD_VS_TORCHVIZ * torchviz else "NOT met"
+            print(f"  ops='autograd' {model_name}: {mine:.2f}x vs torchviz {torchviz:.2f}x "
+                  f"(<= {AUTOGRAD_VS_TORCHVIZ}x it) {verdict}")
     for model_name in models:
         for mode in MODES:
             _report_peers(results, model_name, mode)
@@ -202,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=4.0, help="seconds of timing per cell")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per cell")
     parser.add_argument("--clock", choices=("wall", "thread"), default="wall")
+    parser.add_argument("--processes", type=int, default=5,
+                        help="fresh processes per cell (the cell is their median)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--report", type=Path, help="print the table of a --json file again")
     parser.add_argument("--child", nargs=3, metavar=("TOOL", "MODEL", "MODE"),
@@ -219,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         report(results, list(dict.fromkeys(m for m, _, _ in results)),
                list(dict.fromkeys(t for _, _, t in results)))
         return 0
+    import torch
+
+    print(f"torch {torch.__version__}, {options.processes} processes per cell, "
+          f"{options.clock} clock", flush=True)
     models = options.models or list(BENCH_MODELS)
     tools = options.tools or list(TOOLS)
     results: Results = {}
@@ -228,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                 if mode == "no_grad" and tool in GRAD_ONLY:
                     continue
                 print(f"  {model_name} / {tool} / {mode} ...", file=sys.stderr, flush=True)
-                results[model_name, mode, tool] = run_child(tool, model_name, mode, options)
+                results[model_name, mode, tool] = run_cell(tool, model_name, mode, options)
     report(results, models, tools)
     if options.json:
         options.json.write_text(json.dumps({" / ".join(key): value

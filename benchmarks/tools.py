@@ -28,6 +28,12 @@ def torchgraphrec_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> 
     return lambda: torchgraphrec.record(model, args, kwargs).graph
 
 
+def torchgraphrec_autograd_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    import torchgraphrec
+
+    return lambda: torchgraphrec.record(model, args, kwargs, ops="autograd").graph
+
+
 def torchgraphrec_flops_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
     import torchgraphrec
 
@@ -196,6 +202,7 @@ def floor_noting_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) -
 TOOLS: dict[str, Callable[..., Thunk]] = {
     "torchgraphrec": torchgraphrec_capture,
     "torchgraphrec+flops": torchgraphrec_flops_capture,
+    "torchgraphrec+autograd": torchgraphrec_autograd_capture,
     "flop_counter": flop_counter_capture,
     "floor:hooks": floor_global_hooks,
     "floor:hooks+mode": floor_hooks_and_mode,
@@ -209,8 +216,8 @@ TOOLS: dict[str, Callable[..., Thunk]] = {
 }
 #: Measured with autograd on only: torchviz draws the autograd graph, and the FLOP
 #: targets are for a training forward.
-GRAD_ONLY = frozenset({"torchviz", "torchgraphrec+flops", "flop_counter", "floor:dispatch",
-                       "floor:noting+saved"})
+GRAD_ONLY = frozenset({"torchviz", "torchgraphrec+flops", "torchgraphrec+autograd",
+                       "flop_counter", "floor:dispatch", "floor:noting+saved"})
 
 
 def _gpt2_small() -> Any:
