@@ -15,7 +15,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.autograd import forward_ad
 from torch.utils import _python_dispatch as python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 import torchgraphrec as tgr
 from helpers import fresh, nodes_of, run_plain
@@ -24,11 +24,21 @@ from models import ZOO
 from torchgraphrec.recording import backward_loss
 
 
+#: Whether PyTorch's FLOP counter has formulas of SDPA's fused CPU kernels (newer releases
+#: do): then it counts the kernels that run, as the recorder does; where it has none, it
+#: counts them as 0, and the reference runs SDPA's math backend, which the recorder's own
+#: formulas of those kernels count as.
+_COUNTS_CPU_ATTENTION = all(
+    getattr(torch.ops.aten, name) in flop_registry
+    for name in ("_scaled_dot_product_flash_attention_for_cpu",
+                 "_scaled_dot_product_flash_attention_for_cpu_backward"))
+
+
 def _reference_flops(name: str, backward: bool) -> tuple[int, dict[str, int]]:
-    """FlopCounterMode's total and per-module counts, attention on SDPA's math backend
-    (which it counts; on CPU it counts the fused kernel as 0)."""
+    """FlopCounterMode's total and per-module counts (see :data:`_COUNTS_CPU_ATTENTION`)."""
     case = fresh(name)
-    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+    kernels = contextlib.nullcontext() if _COUNTS_CPU_ATTENTION else sdpa_kernel(SDPBackend.MATH)
+    with kernels, FlopCounterMode(display=False) as counter:
         output = case.model(*case.args, **case.kwargs)
         if backward:
             backward_loss(output).backward()
