@@ -9,7 +9,7 @@ import networkx as nx
 
 from torchgraphrec.graph import collapse
 from torchgraphrec.render import edges as edge_rules
-from torchgraphrec.render.folding import Folder
+from torchgraphrec.render.folding import Folder, Folding
 from torchgraphrec.render.options import AUTO, RenderOptions
 from torchgraphrec.render.passthrough import wire_pass_through
 
@@ -100,7 +100,9 @@ def _uniform(view: View) -> bool:
 
 
 def _build(graph: nx.DiGraph, options: RenderOptions) -> View:
-    return _builder(graph, options).build()
+    """The view at a resolved depth: the graph cut, its runs folded, the folding applied."""
+    builder = _builder(graph, options)
+    return builder.build(builder.folder.fold() if options.fold_repeats else Folding())
 
 
 def _builder(graph: nx.DiGraph, options: RenderOptions) -> "_ViewBuilder":
@@ -114,7 +116,7 @@ def folder_at(wired: nx.DiGraph, options: RenderOptions) -> tuple[Folder, set[st
     graph whose pass-through calls are wired, with every run folded, those inside later
     repeats too, and the calls drawn as boxes there: what the report's page folds."""
     builder = _builder(wired, options)
-    builder.folder.fold(View(wired, builder.graph, options.depth), inside_repeats=True)
+    builder.folder.fold(inside_repeats=True)
     return builder.folder, builder.boxes
 
 
@@ -135,8 +137,7 @@ def _keep_model_outputs(source: nx.DiGraph, folded: nx.DiGraph) -> nx.DiGraph:
 
 class _ViewBuilder:
     def __init__(self, source: nx.DiGraph, folded: nx.DiGraph, options: RenderOptions) -> None:
-        self.view = View(source, folded, options.depth)  # type: ignore[arg-type]
-        self.graph, self.options = folded, options
+        self.source, self.graph, self.options = source, folded, options
         self.order = sorted(folded.nodes, key=lambda n: folded.nodes[n]["seq"])
         self.children: dict[Optional[str], list[str]] = {}
         for node in self.order:
@@ -149,9 +150,12 @@ class _ViewBuilder:
         self.unproduced = _unproduced(folded, self.boxes) if folded.graph.get("ops") == "none" \
             else set()
 
-    def build(self) -> View:
-        if self.options.fold_repeats:
-            self.folder.fold(self.view)
+    def build(self, folding: Folding) -> View:
+        """The view with ``folding`` applied: each later repeat drawn by its first."""
+        self.view = View(self.source, self.graph, self.options.depth,  # type: ignore[arg-type]
+                         parent=dict(folding.in_group), repeats=dict(folding.repeats),
+                         last=dict(folding.last), calls=dict(folding.calls),
+                         groups=dict(folding.groups))
         self._place()
         self._lift_edges()
         self._keep_order()
