@@ -124,3 +124,17 @@ def test_each_format_takes_its_own_options(recording, tmp_path, name, options, m
     with pytest.raises(TypeError, match=match):
         recording.render(tmp_path / name, **options)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("dpi", [0, 2.5, True, 5000])
+def test_dpi_is_a_whole_number_in_range(recording, dpi) -> None:
+    with pytest.raises(ValueError, match=r"dpi must be a whole number from 1 to 1200, got "):
+        recording.to_dot(dpi=dpi)
+
+
+def test_png_dpi_scales_the_bitmap(recording, tmp_path) -> None:
+    def width(**options) -> int:
+        path = recording.render(tmp_path / "model.png", **options)
+        return int.from_bytes(path.read_bytes()[16:20], "big")  # the PNG header's width
+
+    assert abs(width(dpi=48) / width() - 0.5) < 0.05

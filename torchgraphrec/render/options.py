@@ -33,6 +33,11 @@ def _check_color_by(color_by: Any) -> None:
                          "probe statistic such as 'grad_output.rms')")
 
 
+def _check_dpi(dpi: Any) -> None:
+    if isinstance(dpi, bool) or not isinstance(dpi, int) or not 1 <= dpi <= 1200:
+        raise ValueError(f"dpi must be a whole number from 1 to 1200, got {dpi!r}")
+
+
 def _check_depth(depth: Any) -> None:
     if depth is None or depth == AUTO:
         return
@@ -80,6 +85,8 @@ class RenderOptions:
             for the backward), and the cost ``color_by`` names if another (a time, say:
             times vary from run to run, so they are written only then). The legend says
             which costs the lines hold.
+        dpi: a PNG's resolution in dots per inch (Graphviz's 96 by default; 300 for
+            print). Other formats are not bitmaps and ignore it.
 
     >>> RenderOptions(rankdir="XY")
     Traceback (most recent call last):
@@ -104,9 +111,11 @@ class RenderOptions:
     engine: str = "auto"
     color_by: Optional[str] = None
     show_costs: bool = False
+    dpi: int = 96
 
     def __post_init__(self) -> None:
         _check_depth(self.depth)
+        _check_dpi(self.dpi)
         for flag in _FLAGS:
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
