@@ -12,6 +12,7 @@ from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.render import labels
 from torchgraphrec.render.marks import DiffMarks, is_diff
 from torchgraphrec.render.options import RenderOptions
+from torchgraphrec.render.oproles import ROLES
 from torchgraphrec.render.metrics import needs_width, text_width
 from torchgraphrec.render.spine import beside, entries, spine
 from torchgraphrec.render.legend import costs_row, legend_lines
@@ -118,12 +119,37 @@ class DotWriter:
             bodies[cluster] += [f"\t{{rank=same; {self.names[p]}; {self.names[o]}}}\n"
                                 for p, o in pairs]
         self.inside = self.view.inside()
+        marker_edges = self._markers(bodies)
         self._nest(bodies)
         root.body += [self._edge_line(source, target) for source, target in self.view.edges]
+        root.body += marker_edges
+
         root.body += [f"\t{self.names[a]} -> {self.names[b]} [style=invis]\n"
                       for a, b in self.view.order]
         root.body += self._legend()
         return root
+
+    def _markers(self, bodies: dict[str | None, list[str]]) -> list[str]:
+        """A small marker naming a shared input beside each node it feeds but the first
+        (see :attr:`View.markers <torchgraphrec.render.view.View.markers>`), put in that
+        node's cluster; returns the markers' edges."""
+        edges = []
+        style = attr_text({**self.theme.param, "style": "rounded,dashed,filled"})[2:-1]
+        for index, (source, target) in enumerate(self.view.markers):
+            name = f"m{index}"
+            bodies[self.view.parent.get(target)].append(
+                f"\t{name} [label={quote(labels.join(self._marker_text(source)))} "
+                f"class=\"tgr-marker\" id=\"{labels.xml_id('m', source)}-{index}\" {style}]\n")
+            head, head_attr = self._end(target, last=False)
+            edges.append(f"\t{name} -> {head} [class=\"tgr-flow\"{head_attr}]\n")
+        return edges
+
+    def _marker_text(self, source: str) -> str:
+        """What a marker says: the name of the node it stands for."""
+        attrs = self.view.folded.nodes[source]
+        if attrs["kind"] == "layer":
+            return attrs["qualname"].rpartition(".")[2] or attrs["type"]
+        return attrs.get("name") or attrs.get("qualname", "").rpartition(".")[2] or "tensor"
 
     def _legend(self) -> list[str]:
         """The legend node: the colour scale, what the diff's marks mean, which costs the
@@ -262,6 +288,8 @@ class DotWriter:
         # ids from labels.xml_id hold no quote or backslash, so they are quoted as they are
         own = (f"label={quote(labels.join(*lines))} class=\"tgr-{self.view.kind(node)}\" "
                f"id=\"{labels.xml_id('n', node)}\"")
+        if self.view.folded.nodes[node].get("name") in ROLES:
+            own += " ordering=in"  # its arguments side by side in order: query, key, value
         return own, themed, attr_text(extra)[2:-1], self._colored(node)
 
     def _end(self, node: str, last: bool) -> tuple[str, str]:
@@ -279,6 +307,9 @@ class DotWriter:
         if self.marks is not None:  # a param edge's dashes stay, a removed one's are added
             base = {"style": "dashed"} if kind == "param" else {}
             extra += " " + attr_text(self.marks.edge_attrs(source, target, base))[2:-1]
+        label = self.view.labels.get((source, target))
+        if label:  # beside the edge, placed after layout: no rank of its own
+            extra += f" xlabel={quote(labels.join(label))} fontcolor=\"#7a808a\""
         tail, tail_attr = self._end(source, last=True)
         head, head_attr = self._end(target, last=False)
         return (f"\t{tail} -> {head} [class=\"tgr-{kind}\" id=\"{edge_id}\"{extra}"

@@ -14,7 +14,7 @@ RANKDIRS = ("TB", "LR", "BT", "RL")
 ENGINES = ("auto", "graphviz-pure", "dot", "pygraphviz")
 #: The ``depth`` that picks the deepest level whose drawing stays readable.
 AUTO = "auto"
-_FLAGS = ("include_tensors", "include_params", "include_ops", "fold_repeats", "show_shapes",
+_FLAGS = ("include_tensors", "include_params", "fold_repeats", "show_shapes",
           "show_settings", "expand_leaves", "show_costs")
 
 
@@ -55,15 +55,19 @@ class RenderOptions:
     drawing is one option away: ``expand_leaves=True``.
 
     Attributes:
-        depth: the deepest module-call level drawn: ``"auto"`` (the deepest level whose
-            drawing has at most :data:`~torchgraphrec.render.view.AUTO_NODES` nodes; every
-            level with ``expand_leaves``), ``None`` (every level) or a number (calls at that
+        depth: the deepest module-call level drawn: ``"auto"`` (every level: blocks open to
+            their leaf modules, repeats folded; only where that draws more than
+            :data:`~torchgraphrec.render.view.AUTO_NODES` nodes, the deepest level that
+            fits), ``None`` (every level) or a number (calls at that
             level are drawn as one box).
         include_tensors: draw the tensors between calls (the model's inputs and outputs
             are always drawn).
         include_params: draw parameters and buffers beside the ops that use them (they are
             always counted in their module's box).
-        include_ops: draw the ops that code runs between modules (``add``, ``cat``...).
+        include_ops: draw the ops that code runs between modules (``add``, ``cat``...); a
+            chain of layout-only ops between two drawn nodes (``view``, ``reshape``,
+            ``transpose``, ``contiguous``...) is one edge labelled ``reshape``, and
+            ``"all"`` draws those too.
         fold_repeats: draw a chain of identical sibling calls once, labelled ``× N``.
         rankdir: the direction of flow: ``TB``, ``LR``, ``BT`` or ``RL``.
         theme: ``default`` or ``paper`` (greyscale, serif, print-safe).
@@ -101,7 +105,7 @@ class RenderOptions:
     depth: Optional[Union[int, str]] = AUTO
     include_tensors: bool = False
     include_params: bool = False
-    include_ops: bool = True
+    include_ops: Union[bool, str] = True
     fold_repeats: bool = True
     rankdir: str = "TB"
     theme: str = "default"
@@ -116,6 +120,8 @@ class RenderOptions:
     def __post_init__(self) -> None:
         _check_depth(self.depth)
         _check_dpi(self.dpi)
+        if not (isinstance(self.include_ops, bool) or self.include_ops == "all"):
+            raise ValueError(f"include_ops must be True, False or 'all', got {self.include_ops!r}")
         for flag in _FLAGS:
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be True or False, got {getattr(self, flag)!r}")

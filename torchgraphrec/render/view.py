@@ -11,12 +11,14 @@ from torchgraphrec.graph import collapse
 from torchgraphrec.render import edges as edge_rules
 from torchgraphrec.render.folding import Folder, Folding
 from torchgraphrec.render.options import AUTO, RenderOptions
+from torchgraphrec.render.oproles import RESHAPE, argument_roles, is_layout
 from torchgraphrec.render.passthrough import wire_pass_through
 
 __all__ = ["View", "build_view", "folder_at", "AUTO_NODES"]
 
-#: ``depth="auto"`` draws the deepest level whose drawing has at most this many nodes.
-AUTO_NODES = 60
+#: ``depth="auto"`` opens every level (blocks to their leaf modules, repeats folded); only
+#: a drawing of more nodes than this stops at the deepest level that fits.
+AUTO_NODES = 250
 
 
 @dataclass
@@ -32,7 +34,10 @@ class View:
     ops, so with no producer) below what ran before it. ``drawn_as`` maps each node of
     ``folded`` at an end of a lifted edge to what draws it (itself, its box, its first
     repeat's counterpart) or, where it is not drawn, to what stands for it while the
-    edges through it are bridged.
+    edges through it are bridged. ``labels`` names some edges: ``reshape`` for a chain of
+    layout ops, an argument's role (``query``, ``key``, ``value``) into attention.
+    ``markers`` are edges drawn as a small marker naming their source beside their target:
+    a node used by every block (rotary cos/sin, a mask) draws one edge, not eighty.
     """
 
     source: nx.DiGraph
@@ -48,6 +53,8 @@ class View:
     edges: list[tuple[str, str]] = field(default_factory=list)
     order: list[tuple[str, str]] = field(default_factory=list)
     drawn_as: dict[str, str] = field(default_factory=dict)
+    labels: dict[tuple[str, str], str] = field(default_factory=dict)
+    markers: list[tuple[str, str]] = field(default_factory=list)
 
     def kind(self, node: str) -> str:
         """``box``, ``tensor``, ``param`` or ``op`` for a drawn node."""
@@ -68,9 +75,11 @@ class View:
 def build_view(graph: nx.DiGraph, options: RenderOptions) -> View:
     """The :class:`View` of ``graph`` under ``options``.
 
-    ``depth="auto"`` picks the deepest level whose drawing has at most :data:`AUTO_NODES`
-    nodes and draws every module type one way (a type is not both opened as a cluster and
-    cut into a box), else the deepest level within the budget, at least 1.
+    ``depth="auto"`` opens every level: each block down to its leaf modules (one box
+    each), runs of repeated blocks folded. Only where that draws more than
+    :data:`AUTO_NODES` nodes it picks the deepest level within them that draws every module
+    type one way (a type is not both opened as a cluster and cut into a box), else the
+    deepest level within the budget, at least 1.
     """
     wired = wire_pass_through(graph)
     if options.depth != AUTO:
@@ -176,6 +185,8 @@ class _ViewBuilder:
             return node  # computed by its call's own code: drawn, it shows where
         shown = {"layer": True, "tensor": self.options.include_tensors,
                  "param": self.options.include_params, "op": self.options.include_ops}
+        if self.options.include_ops is True and is_layout(attrs):
+            return None  # drawn as the label of the edge that bridges it
         return node if shown[kind] else None
 
     def _place(self) -> None:
@@ -231,10 +242,19 @@ class _ViewBuilder:
             self.view.drawn_as[node] = self.folder.canonical(node) if found is None else found
             return found
 
+        def via(node: str) -> str:
+            layout = self.options.include_ops is True and is_layout(self.graph.nodes[node])
+            return RESHAPE if layout else ""
+
         lifted = edge_rules.lift(self._recorded_edges(), shown, self.folder.canonical,
-                                 self.view.nodes + self.view.clusters)
+                                 self.view.nodes + self.view.clusters,
+                                 argument_roles(self.graph), via)
         edge_rules.settle_cluster_ends(lifted, self.view.inside())
+        self.view.markers = edge_rules.shared_inputs(list(lifted.edges))
+        lifted.remove_edges_from(self.view.markers)
         self.view.edges = list(lifted.edges)
+        self.view.labels = {(s, t): label for s, t, label in lifted.edges(data="label")
+                            if label}
 
 
 def _unproduced(graph: nx.DiGraph, boxes: set[str]) -> set[str]:

@@ -1,0 +1,54 @@
+"""What some ops mean to a reader: layout-only ops (drawn as an edge label) and argument roles."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import networkx as nx
+
+__all__ = ["LAYOUT_OPS", "RESHAPE", "ROLES", "is_layout", "argument_roles", "stronger"]
+
+#: Ops that only change how a tensor's elements are laid out: a chain of them between two
+#: drawn nodes is one edge labelled :data:`RESHAPE` (``include_ops="all"`` draws each).
+LAYOUT_OPS = frozenset({"view", "reshape", "transpose", "permute", "contiguous", "flatten",
+                        "unflatten", "squeeze", "unsqueeze", "expand", "view_as", "reshape_as",
+                        "t", "movedim", "swapaxes"})
+#: The label of an edge that stands for a chain of layout ops.
+RESHAPE = "reshape"
+#: What each tensor argument of an op is, in the order the op received them.
+ROLES: Mapping[str, tuple[str, ...]] = {
+    "scaled_dot_product_attention": ("query", "key", "value", "mask"),
+}
+
+
+def is_layout(attrs: Mapping) -> bool:
+    """Whether a node is a layout-only op.
+
+    >>> is_layout({"kind": "op", "name": "transpose"}), is_layout({"kind": "op", "name": "add"})
+    (True, False)
+    """
+    return attrs.get("kind") == "op" and attrs.get("name") in LAYOUT_OPS
+
+
+def argument_roles(graph: nx.DiGraph) -> dict[tuple[str, str], str]:
+    """The role of each recorded edge into an op of :data:`ROLES`, by argument order (the
+    order its edges were recorded in)."""
+    found: dict[tuple[str, str], str] = {}
+    for node, attrs in graph.nodes(data=True):
+        roles = ROLES.get(attrs.get("name", "")) if attrs["kind"] == "op" else None
+        if not roles:
+            continue
+        edges = sorted(graph.in_edges(node, data="seq"), key=lambda edge: edge[2])
+        edges = [edge for edge in edges if graph.nodes[edge[0]]["kind"] != "param"]
+        found.update(((source, target), role) for (source, target, _), role in zip(edges, roles))
+    return found
+
+
+def stronger(*labels: str) -> str:
+    """The label an edge keeps where several reach it: a role, else ``reshape``, else none.
+
+    >>> stronger("", "reshape", "query"), stronger("reshape", ""), stronger("", "")
+    ('query', 'reshape', '')
+    """
+    roles = [label for label in labels if label and label != RESHAPE]
+    return roles[0] if roles else (RESHAPE if RESHAPE in labels else "")
