@@ -6,7 +6,8 @@ from typing import Mapping
 
 import networkx as nx
 
-__all__ = ["LAYOUT_OPS", "RESHAPE", "ROLES", "is_layout", "argument_roles", "stronger"]
+__all__ = ["LAYOUT_OPS", "RESHAPE", "ROLES", "is_layout", "argument_roles", "stronger",
+           "in_role_order"]
 
 #: Ops that only change how a tensor's elements are laid out: a chain of them between two
 #: drawn nodes is one edge labelled :data:`RESHAPE` (``include_ops="all"`` draws each).
@@ -52,3 +53,22 @@ def stronger(*labels: str) -> str:
     """
     roles = [label for label in labels if label and label != RESHAPE]
     return roles[0] if roles else (RESHAPE if RESHAPE in labels else "")
+
+
+def in_role_order(edges: list[tuple[str, str]],
+                  labels: Mapping[tuple[str, str], str]) -> list[tuple[str, str]]:
+    """``edges`` with those carrying a role put in the order of the roles, in the places
+    they held (the engine draws an ``ordering=in`` node's arguments in the order its
+    edges come: query, key, value).
+
+    >>> in_role_order([("v", "a"), ("x", "y"), ("q", "a"), ("k", "a")],
+    ...               {("v", "a"): "value", ("q", "a"): "query", ("k", "a"): "key"})
+    [('q', 'a'), ('x', 'y'), ('k', 'a'), ('v', 'a')]
+    """
+    rank = {role: index for roles in ROLES.values() for index, role in enumerate(roles)}
+    places = [i for i, edge in enumerate(edges) if labels.get(edge) in rank]
+    ordered = sorted((edges[i] for i in places), key=lambda edge: (edge[1], rank[labels[edge]]))
+    found = list(edges)
+    for place, edge in zip(places, ordered):
+        found[place] = edge
+    return found

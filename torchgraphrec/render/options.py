@@ -66,8 +66,9 @@ class RenderOptions:
             always counted in their module's box).
         include_ops: draw the ops that code runs between modules (``add``, ``cat``...); a
             chain of layout-only ops between two drawn nodes (``view``, ``reshape``,
-            ``transpose``, ``contiguous``...) is one edge labelled ``reshape``, and
-            ``"all"`` draws those too.
+            ``transpose``, ``contiguous``...) is one edge labelled ``reshape``, and an
+            edge into attention is labelled by its role (``query``, ``key``, ``value``);
+            ``"all"`` draws every op as recorded, without edge labels.
         fold_repeats: draw a chain of identical sibling calls once, labelled ``× N``.
         rankdir: the direction of flow: ``TB``, ``LR``, ``BT`` or ``RL``.
         theme: ``default`` or ``paper`` (greyscale, serif, print-safe).

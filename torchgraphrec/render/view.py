@@ -11,7 +11,7 @@ from torchgraphrec.graph import collapse
 from torchgraphrec.render import edges as edge_rules
 from torchgraphrec.render.folding import Folder, Folding
 from torchgraphrec.render.options import AUTO, RenderOptions
-from torchgraphrec.render.oproles import RESHAPE, argument_roles, is_layout
+from torchgraphrec.render.oproles import RESHAPE, argument_roles, in_role_order, is_layout
 from torchgraphrec.render.passthrough import wire_pass_through
 
 __all__ = ["View", "build_view", "folder_at", "AUTO_NODES"]
@@ -248,13 +248,14 @@ class _ViewBuilder:
 
         lifted = edge_rules.lift(self._recorded_edges(), shown, self.folder.canonical,
                                  self.view.nodes + self.view.clusters,
-                                 argument_roles(self.graph), via)
+                                 argument_roles(self.graph) if self.options.include_ops is True
+                                 else {}, via)
         edge_rules.settle_cluster_ends(lifted, self.view.inside())
         self.view.markers = edge_rules.shared_inputs(list(lifted.edges))
         lifted.remove_edges_from(self.view.markers)
-        self.view.edges = list(lifted.edges)
         self.view.labels = {(s, t): label for s, t, label in lifted.edges(data="label")
                             if label}
+        self.view.edges = in_role_order(list(lifted.edges), self.view.labels)
 
 
 def _unproduced(graph: nx.DiGraph, boxes: set[str]) -> set[str]:
