@@ -56,7 +56,7 @@ def test_unknown_suffix_lists_the_known_ones(recording, tmp_path) -> None:
     ({"depth": -1}, ValueError, "depth must be 'auto', None or a whole number >= 0, got -1"),
     ({"rankdir": "up"}, ValueError, r"unknown rankdir: 'up' \(must be one of"),
     ({"theme": "neon"}, ValueError, r"unknown theme: 'neon' \(must be one of \['default', 'paper'\]"),
-    ({"include_ops": "no"}, TypeError, "include_ops must be True or False, got 'no'"),
+    ({"include_ops": "no"}, ValueError, "include_ops must be True, False or 'all', got 'no'"),
     ({"colour": "red"}, TypeError, "unknown option 'colour'"),
 ])
 def test_options_are_validated_once(recording, options, error, match) -> None:

@@ -309,7 +309,7 @@ class DotWriter:
             extra += " " + attr_text(self.marks.edge_attrs(source, target, base))[2:-1]
         label = self.view.labels.get((source, target))
         if label:  # beside the edge, placed after layout: no rank of its own
-            extra += f" xlabel={quote(labels.join(label))} fontcolor=\"#7a808a\""
+            extra += f" xlabel={quote(labels.join(label))}"
         tail, tail_attr = self._end(source, last=True)
         head, head_attr = self._end(target, last=False)
         return (f"\t{tail} -> {head} [class=\"tgr-{kind}\" id=\"{edge_id}\"{extra}"

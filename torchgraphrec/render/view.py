@@ -86,8 +86,9 @@ def build_view(graph: nx.DiGraph, options: RenderOptions) -> View:
         return _build(wired, options)
     deepest = max((a["depth"] for _, a in graph.nodes(data=True) if a["kind"] == "layer"),
                   default=0)
-    if options.expand_leaves or deepest <= 1:
-        return _build(wired, replace(options, depth=None))
+    full = _build(wired, replace(options, depth=None))
+    if options.expand_leaves or deepest <= 1 or len(full.nodes) <= AUTO_NODES:
+        return full  # every level: the rule; the budget only stops a huge drawing
     fitting = [_build(wired, replace(options, depth=1))]
     for depth in range(2, deepest + 1):
         view = _build(wired, replace(options, depth=None if depth == deepest else depth))
