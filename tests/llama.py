@@ -100,3 +100,28 @@ def llama_meta(layers: Optional[int] = None, length: int = 16) -> Case:
         model = LlamaShaped(**shape).eval()
     ids = torch.zeros(1, length, dtype=torch.long, device="meta")
     return Case(model, (ids,), {})
+
+
+def hf_llama_70b(layers: int = 80, length: int = 16) -> tuple:
+    """HF ``LlamaForCausalLM`` shaped as Llama-3-70B (its real rotary embedding), on the
+    meta device, with ids of shape ``1×length``: record it under ``no_grad`` inside
+    :func:`packed_sequences_stubbed`."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=layers,
+                         num_attention_heads=64, num_key_value_heads=8, vocab_size=128256,
+                         max_position_embeddings=8192, use_cache=False)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config).eval()
+    return model, torch.zeros(1, length, dtype=torch.long, device="meta")
+
+
+def packed_sequences_stubbed() -> object:
+    """A context in which transformers' ``find_packed_sequence_indices`` returns None (with
+    ``use_cache=False`` it calls ``.item()`` on a meta tensor)."""
+    from unittest import mock
+
+    from transformers import masking_utils
+
+    return mock.patch.object(masking_utils, "find_packed_sequence_indices",
+                             lambda *args, **kwargs: None)

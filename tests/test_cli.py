@@ -285,3 +285,34 @@ def test_render_show_costs_of_a_saved_recording_without_them(tmp_path: Path) -> 
     assert main(["render", str(tmp_path / "demo.json"), "-o", str(out), "--color-by",
                  "flops"]) == 0
     assert "legend" not in out.read_text(encoding="utf-8")  # nothing to colour by
+
+
+def test_a_shape_error_carries_the_note_naming_the_call(factory_file: Path, tmp_path: Path,
+                                                        capsys) -> None:
+    argv = ["render", f"{factory_file}:model", "--input-shape", "1,5,8,8", "-o",
+            str(tmp_path / "x.svg")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("torchgraphrec: error: RuntimeError: ")
+    assert err[1:] == ["  torchgraphrec: raised in the call of '0' (Conv2d, call_index 0)"]
+
+
+def test_float_ids_get_a_hint_to_pass_an_integer_dtype(factory_file: Path, tmp_path: Path,
+                                                       capsys) -> None:
+    argv = ["render", f"{factory_file}:embedder", "--input-shape", "2,4", "-o",
+            str(tmp_path / "x.svg")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert "'indices'" in err[0]
+    assert err[-1] == "  hint: the model takes integer ids (token ids for an embedding): pass --dtype int64"
+    assert main([*argv, "--dtype", "int64"]) == 0
+
+
+def test_render_dpi_sets_the_png_resolution(factory_file: Path, tmp_path: Path) -> None:
+    def width(dpi: int) -> int:
+        path = tmp_path / f"x{dpi}.png"
+        assert main(["render", f"{factory_file}:model", "--input-shape", "1,3,8,8", "-o",
+                     str(path), "--dpi", str(dpi)]) == 0
+        return int.from_bytes(path.read_bytes()[16:20], "big")  # the PNG header's width
+
+    assert abs(width(192) / width(96) - 2) < 0.05

@@ -76,3 +76,15 @@ def test_summary_depth_must_be_a_number_or_all(factory: str, capsys) -> None:
         main(["summary", factory, "--depth", "-1"])
     assert exited.value.code == 2
     assert "depth must be a number >= 0 or 'all', got '-1'" in capsys.readouterr().err
+
+
+def test_summary_flops_of_a_recording_without_them_says_how_to_get_them(tmp_path: Path,
+                                                                         capsys) -> None:
+    from torchgraphrec.recorder import record
+
+    import torch
+
+    saved = record(torch.nn.Linear(2, 2), torch.ones(1, 2)).render(tmp_path / "rec.json")
+    assert main(["summary", str(saved), "--flops"]) == 1
+    err = capsys.readouterr().err
+    assert "was recorded without FLOPs" in err and "flops=True" in err

@@ -12,7 +12,7 @@ import torchgraphrec as tgr
 from helpers import fresh, nodes_of
 from models import ZOO, ResNetLike
 from torchgraphrec.calltable import call_rows, totals
-from torchgraphrec.units import cost_text
+from torchgraphrec.text import cost_text
 
 torchinfo = pytest.importorskip("torchinfo")
 

@@ -4,7 +4,6 @@ from torchgraphrec.compare import GraphDiff, diff
 from torchgraphrec.errors import CaptureError, SchemaError, TorchGraphRecError
 from torchgraphrec.graph import collapse, from_json, to_json, validate
 from torchgraphrec.recording import Recording
-from torchgraphrec.render.dot import to_dot
 from torchgraphrec.schema import SCHEMA_VERSION
 
 __version__ = "0.1.0"
@@ -33,7 +32,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    # These import torch; a saved recording can be read and drawn without it.
+    # These import torch (a saved recording can be read and drawn without it) or graphviz
+    # (a summary is written without it).
     import importlib
 
     lazy = {"Recorder": ("torchgraphrec.recorder", "Recorder"),
@@ -41,7 +41,8 @@ def __getattr__(name: str) -> object:
             "probe": ("torchgraphrec.probes.probe", "probe"),
             "select": ("torchgraphrec.probes.select", None),
             "stats": ("torchgraphrec.probes.stats", None),
-            "load": ("torchgraphrec.probes.persist", "load")}
+            "load": ("torchgraphrec.probes.persist", "load"),
+            "to_dot": ("torchgraphrec.render.dot", "to_dot")}
     if name not in lazy:
         raise AttributeError(f"module 'torchgraphrec' has no attribute {name!r}")
     module_name, attribute = lazy[name]

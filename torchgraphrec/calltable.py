@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import networkx as nx
 
-from torchgraphrec.render.labels import shape_text, short_name
+from torchgraphrec.text import shape_text, short_name
 
 __all__ = ["COSTS", "call_rows", "totals"]
 

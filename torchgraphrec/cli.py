@@ -1,6 +1,7 @@
 """The command line: ``torchgraphrec render|diff|summary|demo|doctor``; parsing only, work done elsewhere.
 
-Errors are one line on stderr with exit status 1 (2 for usage errors; ``diff`` exits 0 when
+Errors are one line on stderr (and the notes it carries: the module call that raised it, a
+hint) with exit status 1 (2 for usage errors; ``diff`` exits 0 when
 the models are the same, 1 when they differ and 2 on any error, as ``diff`` does).
 ``--help``, ``render recording.json``, ``summary recording.json`` and ``diff a.json b.json``
 never import torch.
@@ -16,7 +17,7 @@ from typing import Any, Sequence
 from torchgraphrec.render.options import ENGINES, RANKDIRS
 from torchgraphrec.render.theme import THEMES
 
-__all__ = ["main"]
+__all__ = ["main", "error_text"]
 
 
 def _depth(text: str) -> Any:
@@ -120,6 +121,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_input_options(render)
     render.add_argument("--backward", action="store_true", help="also record a backward pass")
     _add_render_options(render)
+    render.add_argument("--dpi", type=int, default=96,
+                        help="a PNG's resolution in dots per inch (default 96; 300 for print)")
     render.add_argument("--color-by", default=None, metavar="NAME",
                         help="colour by a cost (flops, saved_bytes, forward_ms, params...) or "
                              "a probe statistic, with a legend; --color-by flops records "
@@ -136,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
 def _render_options(options: argparse.Namespace) -> dict[str, Any]:
     names = ("depth", "rankdir", "theme", "engine", "fold_repeats", "include_tensors",
              "include_params", "include_ops", "expand_leaves", "show_settings", "show_costs",
-             "color_by")
+             "color_by", "dpi")
     return {name: getattr(options, name) for name in names if hasattr(options, name)}
 
 
@@ -187,6 +190,21 @@ def _doctor(options: argparse.Namespace) -> int:
     return 0
 
 
+def error_text(exc: BaseException) -> str:
+    """What the command line prints for a failure: one line, then the notes PEP 678 added
+    (the module call it was raised in, a hint), one a line.
+
+    >>> exc = RuntimeError("mat1 and mat2 shapes cannot be multiplied\\n(details)")
+    >>> exc.add_note("torchgraphrec: raised in the call of 'fc' (Linear, call_index 0)")
+    >>> print(error_text(exc))
+    torchgraphrec: error: RuntimeError: mat1 and mat2 shapes cannot be multiplied
+      torchgraphrec: raised in the call of 'fc' (Linear, call_index 0)
+    """
+    message = str(exc).splitlines()[0] if str(exc) else ""
+    notes = [f"  {note}" for note in getattr(exc, "__notes__", ())]
+    return "\n".join([f"torchgraphrec: error: {type(exc).__name__}: {message}", *notes])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     options = _parser().parse_args(argv)
@@ -194,7 +212,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "doctor": _doctor}
     try:
         return handlers[options.command](options)
-    except Exception as exc:  # one clear line, not a traceback, for any failure
-        message = str(exc).splitlines()[0] if str(exc) else ""
-        print(f"torchgraphrec: error: {type(exc).__name__}: {message}", file=sys.stderr)
+    except Exception as exc:  # one clear line and its notes, not a traceback, for any failure
+        print(error_text(exc), file=sys.stderr)
         return 2 if options.command == "diff" else 1  # diff's 1 means "they differ"

@@ -6,7 +6,7 @@ import platform
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-__all__ = ["load_graph", "needs_flops", "render_target", "diff_targets", "summary_target",
+__all__ = ["load_graph", "dtype_hint", "needs_flops", "render_target", "diff_targets", "summary_target",
            "doctor_report"]
 
 
@@ -33,7 +33,33 @@ def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str =
     from torchgraphrec.recorder import record
 
     model, inputs = _model_and_inputs(target, shapes, dtype)
-    return record(model, inputs, backward=backward, flops=flops).graph
+    try:
+        return record(model, inputs, backward=backward, flops=flops).graph
+    except Exception as exc:
+        hint = dtype_hint(exc, dtype)
+        if hint:
+            exc.add_note(hint)
+        raise
+
+
+#: What torch says where a float tensor reaches an embedding (token ids, positions).
+_NEEDS_IDS = ("'indices' to have one of the following scalar types", "index_select(): Expected dtype int")
+
+
+def dtype_hint(exc: BaseException, dtype: str) -> str:
+    """A hint where float inputs reached what takes integer ids (a language model's
+    ``input_ids``), else ``""``.
+
+    >>> dtype_hint(RuntimeError("Expected tensor for argument #1 'indices' to have one of "
+    ...                         "the following scalar types: Long, Int; but got "
+    ...                         "torch.FloatTensor instead"), "float32")
+    'hint: the model takes integer ids (token ids for an embedding): pass --dtype int64'
+    >>> dtype_hint(RuntimeError("mat1 and mat2 shapes cannot be multiplied"), "float32")
+    ''
+    """
+    if dtype.startswith(("int", "uint", "bool")) or not any(text in str(exc) for text in _NEEDS_IDS):
+        return ""
+    return "hint: the model takes integer ids (token ids for an embedding): pass --dtype int64"
 
 
 def needs_flops(options: dict[str, Any]) -> bool:
@@ -104,4 +130,10 @@ def summary_target(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: s
     one run of the model a factory makes."""
     from torchgraphrec.summary import summarize
 
-    return summarize(load_graph(target, shapes, dtype, backward, flops), depth)
+    graph = load_graph(target, shapes, dtype, backward, flops)
+    if flops and "flops" not in graph.graph:
+        raise ValueError(f"{target} was recorded without FLOPs: record it counting them "
+                         "(torchgraphrec.record(model, inputs, flops=True), then save it "
+                         "as .json again), or summarise the model itself: torchgraphrec "
+                         "summary pkg.module:factory --input-shape ... --flops")
+    return summarize(graph, depth)

@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import networkx as nx
 
 from torchgraphrec.calltable import Row, call_rows, totals
-from torchgraphrec.units import cost_text
+from torchgraphrec.text import cost_text
 
 __all__ = ["summarize"]
 

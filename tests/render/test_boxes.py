@@ -31,7 +31,7 @@ def _leaves(graph: nx.DiGraph) -> set[str]:
 
 @pytest.mark.parametrize("depth", [None, 2, 3])
 def test_leaf_modules_are_boxes_at_any_depth(resnet: tgr.Recording, depth) -> None:
-    drawing = layout(resnet.to_dot(depth=depth, fold_repeats=False))
+    drawing = layout(resnet.to_dot(depth=depth, fold_repeats=False, include_ops="all"))
     nodes = drawn_nodes(drawing)
     leaves = {n for n in _leaves(resnet.graph) if resnet.graph.nodes[n]["depth"] <= (depth or 9)}
     drawn = {i.removeprefix("n-") for i, n in nodes.items() if n["class"] == "tgr-box"}
@@ -62,10 +62,16 @@ def test_the_same_type_at_every_level_is_drawn_the_same_way() -> None:
     assert norms == {"n-layer:norm#0": "tgr-box", "n-layer:blocks.0.1#0": "tgr-box"}
 
 
+def _ops(dot: str) -> set[str]:
+    return {n["label"].split("\\n")[0] for n in drawn_nodes(layout(dot)).values()
+            if n["class"] == "tgr-op"}
+
+
 def test_ops_between_modules_are_drawn(resnet: tgr.Recording) -> None:
-    nodes = drawn_nodes(layout(resnet.to_dot()))
-    ops = {n["label"].split("\\n")[0] for n in nodes.values() if n["class"] == "tgr-op"}
-    assert ops == {"add", "flatten"}  # the residual add in the block, the flatten in forward
+    assert _ops(resnet.to_dot()) == {"add"}  # the residual add in the block
+    # the flatten in forward only lays the elements out anew: an edge labelled reshape
+    assert 'xlabel=reshape' in resnet.to_dot()
+    assert _ops(resnet.to_dot(include_ops="all")) == {"add", "flatten"}
 
 
 def test_expand_leaves_opens_the_boxes_into_their_ops(resnet: tgr.Recording) -> None:

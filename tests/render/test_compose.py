@@ -58,7 +58,11 @@ def composer(browser: Any) -> Any:
 
 
 def _options(state: dict[str, Any]) -> RenderOptions:
-    return replace(RenderOptions(), **state)
+    """The static drawing the page composes: with ops shown, every op as recorded (the
+    composer does not yet draw layout-op chains as a ``reshape`` label, attention's roles
+    or shared-input markers, which only static drawings at ``include_ops=True`` do)."""
+    options = replace(RenderOptions(), **state)
+    return replace(options, include_ops="all") if options.include_ops is True else options
 
 
 @pytest.mark.parametrize("name", MODELS)

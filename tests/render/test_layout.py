@@ -102,13 +102,20 @@ def test_boxes_are_as_wide_as_their_text_with_multiplication_signs() -> None:
     assert float(node["width"]) * 72 >= text + 2 * 0.08 * 72 - 0.5
 
 
-def test_auto_depth_picks_the_deepest_readable_level() -> None:
+def test_auto_depth_opens_every_level_and_a_budget_stops_only_a_huge_drawing(
+        monkeypatch) -> None:
     from models import resnet50_like
-    from torchgraphrec.render.view import AUTO_NODES
+    from torchgraphrec.render import view as view_module
 
     recording = tgr.record(*resnet50_like(32))
     auto = build_view(recording.graph, RenderOptions())
-    deeper = build_view(recording.graph, RenderOptions(depth=auto.depth + 1))
+    assert auto.depth is None  # every block open to its leaf modules
+    opened = {auto.folded.nodes[c]["type"] for c in auto.clusters}
+    assert "Bottleneck" in opened
+    monkeypatch.setattr(view_module, "AUTO_NODES", 40)
+    budget = build_view(recording.graph, RenderOptions())
+    deeper = build_view(recording.graph, RenderOptions(depth=budget.depth + 1))
+    assert len(budget.nodes) <= 40 < len(deeper.nodes)
+    assert budget.depth == 2  # stages of bottlenecks, each bottleneck a box
 
-    assert len(auto.nodes) <= AUTO_NODES < len(deeper.nodes)
-    assert auto.depth == 2  # stages of bottlenecks, each bottleneck a box
+

@@ -56,7 +56,7 @@ def test_unknown_suffix_lists_the_known_ones(recording, tmp_path) -> None:
     ({"depth": -1}, ValueError, "depth must be 'auto', None or a whole number >= 0, got -1"),
     ({"rankdir": "up"}, ValueError, r"unknown rankdir: 'up' \(must be one of"),
     ({"theme": "neon"}, ValueError, r"unknown theme: 'neon' \(must be one of \['default', 'paper'\]"),
-    ({"include_ops": "no"}, TypeError, "include_ops must be True or False, got 'no'"),
+    ({"include_ops": "no"}, ValueError, "include_ops must be True, False or 'all', got 'no'"),
     ({"colour": "red"}, TypeError, "unknown option 'colour'"),
 ])
 def test_options_are_validated_once(recording, options, error, match) -> None:
@@ -124,3 +124,17 @@ def test_each_format_takes_its_own_options(recording, tmp_path, name, options, m
     with pytest.raises(TypeError, match=match):
         recording.render(tmp_path / name, **options)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("dpi", [0, 2.5, True, 5000])
+def test_dpi_is_a_whole_number_in_range(recording, dpi) -> None:
+    with pytest.raises(ValueError, match=r"dpi must be a whole number from 1 to 1200, got "):
+        recording.to_dot(dpi=dpi)
+
+
+def test_png_dpi_scales_the_bitmap(recording, tmp_path) -> None:
+    def width(**options) -> int:
+        path = recording.render(tmp_path / "model.png", **options)
+        return int.from_bytes(path.read_bytes()[16:20], "big")  # the PNG header's width
+
+    assert abs(width(dpi=48) / width() - 0.5) < 0.05

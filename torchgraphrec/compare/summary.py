@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 
 import networkx as nx
 
-from torchgraphrec.compare.text import clip, items_change, signed, value_text
+from torchgraphrec.text import clip, items_change, signed, value_text
 
 if TYPE_CHECKING:
     from torchgraphrec.compare.core import GraphDiff

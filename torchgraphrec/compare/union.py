@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Iterable, Optional
 
 import networkx as nx
 
+from torchgraphrec.compare.status import mark_statuses
+
 if TYPE_CHECKING:
     from torchgraphrec.compare.core import GraphDiff
 
@@ -120,7 +122,8 @@ def union_graph(diff: "GraphDiff") -> nx.DiGraph:
     Nodes and edges carry ``diff`` (one of :data:`STATUSES`); changed nodes carry
     ``diff_changes`` (``{attribute: (old, new)}``); every layer carries ``diff_inside``
     (whether it or anything under it differs, so that a drawing at any depth shows where
-    to look). Nodes of ``b`` keep their ids; removed
+    to look), and each node the status its drawings style (see
+    :func:`~torchgraphrec.compare.status.mark_statuses`). Nodes of ``b`` keep their ids; removed
     nodes keep their id in ``a``, with ``~a`` appended where ``b`` uses it already. The
     graph attributes are ``b``'s, with ``diff_a_model`` (``a``'s ``model``).
     """
@@ -129,4 +132,5 @@ def union_graph(diff: "GraphDiff") -> nx.DiGraph:
     _add_nodes(graph, diff, ids)
     _add_edges(graph, diff, ids)
     _mark_inside(graph, diff, ids)
+    mark_statuses(graph)
     return graph

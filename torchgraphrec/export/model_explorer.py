@@ -8,6 +8,7 @@ from typing import Any, Iterable, Optional
 import networkx as nx
 
 from torchgraphrec.export.plan import Plan, graph_id
+from torchgraphrec.text import dims_text, shape_text
 
 __all__ = ["to_model_explorer", "attribute_text"]
 
@@ -41,7 +42,7 @@ def _milliseconds(attrs: dict, start: str, end: str) -> Optional[str]:
 
 
 def _shapes(graph: nx.DiGraph, ids: Iterable[str]) -> str:
-    return ", ".join(str(graph.nodes[n]["shape"]) for n in ids if n in graph)
+    return ", ".join(shape_text(graph.nodes[n]["shape"]) for n in ids if n in graph)
 
 
 def _attributes(graph: nx.DiGraph, node: str) -> list[dict]:
@@ -62,9 +63,8 @@ def _attributes(graph: nx.DiGraph, node: str) -> list[dict]:
 
 
 def _tensor_item(index: int, attrs: dict, name: str) -> dict:
-    shape = ", ".join(str(dim) for dim in attrs["shape"])
     return {"id": str(index), "attrs": [
-        {"key": "tensor_shape", "value": f"{attrs['dtype']}[{shape}]"},
+        {"key": "tensor_shape", "value": f"{attrs['dtype']}[{dims_text(attrs['shape'], ', ')}]"},
         {"key": "tensor_name", "value": name}]}
 
 
@@ -115,7 +115,7 @@ def _label(plan: Plan, node: str, attrs: dict) -> str:
         return plan.names[node]
     if attrs.get("name"):
         return attrs["name"]  # a model input
-    return f"{attrs['role']} {attribute_text(attrs['shape'])}"  # a constant, or no op made it
+    return f"{attrs['role']} {shape_text(attrs['shape'])}"  # a constant, or no op made it
 
 
 def _sources(graph: nx.DiGraph, node: str, attrs: dict) -> list[str]:

@@ -17,12 +17,11 @@ from typing import Any, Optional
 
 import networkx as nx
 
-from torchgraphrec.render.dot import _TITLE_GAP, _attrs, _DotWriter
+from torchgraphrec.render.dot import DotWriter, attr_text
 from torchgraphrec.render.folding import FoldedRun
 from torchgraphrec.render.labels import css_class
 from torchgraphrec.render.legend import legend_lines, text_row
 from torchgraphrec.render.marks import is_diff, styled
-from torchgraphrec.render.metrics import text_width
 from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.passthrough import wire_pass_through
 from torchgraphrec.render.runs import find_all_runs
@@ -74,24 +73,19 @@ class _Describer:
             view.parent[node] = None if attrs.get("role") == "output" else attrs["parent"]
         return view
 
-    def _writer(self, view: View) -> _DotWriter:
-        writer = _DotWriter(view, self.options)
+    def _writer(self, view: View) -> DotWriter:
+        writer = DotWriter(view, self.options)
         writer.scale = None
         return writer
 
     def head(self) -> str:
         drawn = plain(self.graph)  # a diff's legend would follow the head: it is the page's
-        empty = _DotWriter(View(drawn, drawn, None), self.options).write().source
+        empty = DotWriter(View(drawn, drawn, None), self.options).write().source
         return empty[:empty.rindex("}")]
 
     def title_width(self, cluster: str) -> float:
         """Points a cluster's title needs left of its entry node (see the DOT writer)."""
-        theme = self.options.style
-        size = float((theme.repeat_cluster if cluster in self.writer.view.groups
-                      else theme.cluster).get("fontsize", "11"))
-        font = theme.graph.get("fontname", "Helvetica")
-        lines = self.writer._cluster_lines(cluster)[0]
-        return max(text_width(line, font, size) for line in lines) + _TITLE_GAP
+        return self.writer.title_width(cluster)
 
     def forms(self, node: str) -> dict[str, Any]:
         """A node's box form (own attributes, style, width) and, for a call with children,
@@ -102,7 +96,7 @@ class _Describer:
         found: dict[str, Any] = {"own": own, "themed": themed, "extra": extra,
                                  "width": writer.widths[node]}
         if is_layer and self.children.get(node):
-            found["cluster"] = self.writer._cluster_attrs(node)  # the writer's own text
+            found["cluster"] = self.writer.cluster_attrs(node)  # the writer's own text
             found["title"] = self.title_width(node)
         return found
 
@@ -113,7 +107,7 @@ class _Describer:
         if len(run.calls[0]) > 1:
             group = f"group:{first}"
             self.writer.view.groups[group] = len(run.calls)
-            found = {"group": self.writer._cluster_attrs(group), "title": self.title_width(group)}
+            found = {"group": self.writer.cluster_attrs(group), "title": self.title_width(group)}
             del self.writer.view.groups[group]
             return found
         for view in self.views:
@@ -187,7 +181,7 @@ class _Describer:
         """Each node's status as a box and, for a call with children, as a cluster, and
         each edge status's attributes on flow and parameter edges."""
         theme = self.options.style
-        edge = {kind: {status: " " + _attrs(styled(base, theme.diff_edge[status]))[2:-1]
+        edge = {kind: {status: " " + attr_text(styled(base, theme.diff_edge[status]))[2:-1]
                        for status in STATUSES if status in theme.diff_edge}
                 for kind, base in (("flow", {}), ("param", {"style": "dashed"}))}
         return {"box": [(self.boxes if self.graph.nodes[n]["kind"] == "layer" else self.writer)

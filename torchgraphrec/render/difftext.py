@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from torchgraphrec.compare.text import items_change, split_items, value_text
-from torchgraphrec.render.labels import cost_text
+from torchgraphrec.text import cost_text, items_change, split_items, value_text
 
 __all__ = ["MARKS", "MAX_LINES", "marked", "retyped", "change_lines", "clipped", "inside_line"]
 

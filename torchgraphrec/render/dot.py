@@ -12,6 +12,7 @@ from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.render import labels
 from torchgraphrec.render.marks import DiffMarks, is_diff
 from torchgraphrec.render.options import RenderOptions
+from torchgraphrec.render.oproles import ROLES
 from torchgraphrec.render.metrics import needs_width, text_width
 from torchgraphrec.render.spine import beside, entries, spine
 from torchgraphrec.render.legend import costs_row, legend_lines
@@ -19,14 +20,14 @@ from torchgraphrec.render.texts import cluster_costs, cluster_text, cost_names, 
 from torchgraphrec.render.scale import INCLUSIVE, ColorScale, value_of
 from torchgraphrec.render.view import View, build_view
 
-__all__ = ["to_dot", "to_digraph", "to_pydot"]
+__all__ = ["to_dot", "to_digraph", "to_pydot", "DotWriter", "attr_text"]
 
 
 def to_digraph(graph: nx.DiGraph, **options: Any) -> graphviz.Digraph:
     """The drawing of ``graph`` as a :class:`graphviz.Digraph` (not rendered)."""
     settings = RenderOptions.of(options)
     with gc_paused():
-        return _DotWriter(build_view(graph, settings), settings).write()
+        return DotWriter(build_view(graph, settings), settings).write()
 
 
 def to_dot(graph: nx.DiGraph, **options: Any) -> str:
@@ -66,13 +67,16 @@ def to_pydot(graph: nx.DiGraph, **options: Any) -> Any:
 _TITLE_GAP = 12.0
 
 
-def _attrs(values: Mapping[str, Any]) -> str:
+def attr_text(values: Mapping[str, Any]) -> str:
     """`` [a=1 b="x y"]`` with every key and value quoted by the graphviz package."""
     return attr_list(attributes=values)
 
 
-class _DotWriter:
-    """Writes the view's lines: themed attributes are quoted once per kind, not per node."""
+class DotWriter:
+    """Writes the view's lines: themed attributes are quoted once per kind, not per node.
+
+    Besides :meth:`write`, the report's page takes fragments from it: :meth:`node_parts`,
+    :meth:`cluster_attrs`, :meth:`title_width` and :attr:`styles`."""
 
     def __init__(self, view: View, options: RenderOptions) -> None:
         self.view, self.options, self.theme = view, options, options.style
@@ -80,7 +84,7 @@ class _DotWriter:
         theme = self.theme
         self.kinds = {"box": theme.layer, "param": theme.param, "op": theme.op,
                       "tensor": theme.tensor, "model_tensor": theme.model_tensor}
-        self.styles = {kind: _attrs(style)[2:-1] for kind, style in self.kinds.items()}
+        self.styles = {kind: attr_text(style)[2:-1] for kind, style in self.kinds.items()}
         self.marks = DiffMarks(view, theme) if is_diff(view.source) else None
         if self.marks is not None and options.color_by is not None:
             raise ValueError(f"color_by={options.color_by!r} cannot be drawn on a diff: its "
@@ -115,12 +119,37 @@ class _DotWriter:
             bodies[cluster] += [f"\t{{rank=same; {self.names[p]}; {self.names[o]}}}\n"
                                 for p, o in pairs]
         self.inside = self.view.inside()
+        marker_edges = self._markers(bodies)
         self._nest(bodies)
         root.body += [self._edge_line(source, target) for source, target in self.view.edges]
+        root.body += marker_edges
+
         root.body += [f"\t{self.names[a]} -> {self.names[b]} [style=invis]\n"
                       for a, b in self.view.order]
         root.body += self._legend()
         return root
+
+    def _markers(self, bodies: dict[str | None, list[str]]) -> list[str]:
+        """A small marker naming a shared input beside each node it feeds but the first
+        (see :attr:`View.markers <torchgraphrec.render.view.View.markers>`), put in that
+        node's cluster; returns the markers' edges."""
+        edges = []
+        style = attr_text({**self.theme.param, "style": "rounded,dashed,filled"})[2:-1]
+        for index, (source, target) in enumerate(self.view.markers):
+            name = f"m{index}"
+            bodies[self.view.parent.get(target)].append(
+                f"\t{name} [label={quote(labels.join(self._marker_text(source)))} "
+                f"class=\"tgr-marker\" id=\"{labels.xml_id('m', source)}-{index}\" {style}]\n")
+            head, head_attr = self._end(target, last=False)
+            edges.append(f"\t{name} -> {head} [class=\"tgr-flow\"{head_attr}]\n")
+        return edges
+
+    def _marker_text(self, source: str) -> str:
+        """What a marker says: the name of the node it stands for."""
+        attrs = self.view.folded.nodes[source]
+        if attrs["kind"] == "layer":
+            return attrs["qualname"].rpartition(".")[2] or attrs["type"]
+        return attrs.get("name") or attrs.get("qualname", "").rpartition(".")[2] or "tensor"
 
     def _legend(self) -> list[str]:
         """The legend node: the colour scale, what the diff's marks mean, which costs the
@@ -159,7 +188,7 @@ class _DotWriter:
         depth = {cluster: self._depth(cluster) for cluster in self.cluster_names}
         for cluster in sorted(self.cluster_names, key=lambda c: (-depth[c], self._position(c))):
             header = (f"\tsubgraph {self.cluster_names[cluster]} {{\n"
-                      f"\t\tgraph{self._cluster_attrs(cluster)}\n")
+                      f"\t\tgraph{self.cluster_attrs(cluster)}\n")
             inner = [f"\t{line}" for line in bodies[cluster]]
             bodies[self.view.parent.get(cluster)].extend([header, *inner, "\t}\n"])
 
@@ -172,7 +201,15 @@ class _DotWriter:
     def _position(self, cluster: str) -> int:
         return self.view.folded.nodes[cluster.removeprefix("group:")]["seq"]
 
-    def _cluster_lines(self, cluster: str) -> tuple[list[str], str]:
+    def title_width(self, cluster: str) -> float:
+        """Points a cluster's title needs left of its entry node, the gap included."""
+        size = float((self.theme.repeat_cluster if cluster in self.view.groups
+                      else self.theme.cluster).get("fontsize", "11"))
+        font = self.theme.graph.get("fontname", "Helvetica")
+        return max(text_width(line, font, size) for line in self.cluster_lines(cluster)[0]) \
+            + _TITLE_GAP
+
+    def cluster_lines(self, cluster: str) -> tuple[list[str], str]:
         """A cluster's title lines and tooltip."""
         title, tooltip = cluster_text(self.view, cluster)
         costs = cluster_costs(self.view, cluster, self.options)
@@ -180,10 +217,10 @@ class _DotWriter:
             return [title, *costs], tooltip or title
         return [*self.marks.cluster_lines(cluster, title), *costs], tooltip or title
 
-    def _cluster_attrs(self, cluster: str) -> str:
-        lines, tooltip = self._cluster_lines(cluster)
+    def cluster_attrs(self, cluster: str) -> str:
+        lines, tooltip = self.cluster_lines(cluster)
         if cluster in self.view.groups:
-            return _attrs({**self.theme.repeat_cluster, "label": lines[0],
+            return attr_text({**self.theme.repeat_cluster, "label": lines[0],
                            "id": labels.xml_id("g", cluster), "class": "tgr-repeat"})
         attrs = self.view.folded.nodes[cluster]
         outline = {}
@@ -194,7 +231,7 @@ class _DotWriter:
         if self.marks is not None:
             outline = self.marks.cluster_attrs(cluster, self.theme.cluster)
         title = labels.join(*lines) if len(lines) == 1 else labels.join_left(*lines)
-        return _attrs({**self.theme.cluster, **outline, "label": title,
+        return attr_text({**self.theme.cluster, **outline, "label": title,
                        "tooltip": labels.join(tooltip),
                        "id": labels.xml_id("c", cluster),
                        "class": f"tgr-cluster tgr-{labels.css_class(attrs['type'])}"})
@@ -205,13 +242,9 @@ class _DotWriter:
         before it; a spacer widens the cluster to the left, and the boxes keep their size."""
         if self.options.rankdir not in ("TB", "BT"):
             return {}
-        font = self.theme.graph.get("fontname", "Helvetica")
         needed: dict[str, float] = {}
         for cluster, node in entries(self.view, self.spine).items():
-            size = float((self.theme.repeat_cluster if cluster in self.view.groups
-                          else self.theme.cluster).get("fontsize", "11"))
-            title = max(text_width(line, font, size) for line in self._cluster_lines(cluster)[0])
-            needed[node] = max(needed.get(node, 0.0), title + _TITLE_GAP)
+            needed[node] = max(needed.get(node, 0.0), self.title_width(cluster))
         lines: dict[str | None, list[str]] = {}
         for index, (node, width) in enumerate(sorted(needed.items(), key=lambda i: self.names[i[0]])):
             gap = width - self.widths[node] / 2
@@ -250,12 +283,14 @@ class _DotWriter:
         self.widths[node] = max(text_width(line, font, size) for line in lines) + 144 * self.margin
         if any(needs_width(line) for line in lines):
             extra["width"] = f"{self.widths[node] / 72:.2f}"
-        themed = self.styles[style] if self.marks is None else _attrs(
+        themed = self.styles[style] if self.marks is None else attr_text(
             {**self.kinds[style], **self.marks.node_attrs(node, self.kinds[style])})[2:-1]
         # ids from labels.xml_id hold no quote or backslash, so they are quoted as they are
         own = (f"label={quote(labels.join(*lines))} class=\"tgr-{self.view.kind(node)}\" "
                f"id=\"{labels.xml_id('n', node)}\"")
-        return own, themed, _attrs(extra)[2:-1], self._colored(node)
+        if self.view.folded.nodes[node].get("name") in ROLES:
+            own += " ordering=in"  # its arguments side by side in order: query, key, value
+        return own, themed, attr_text(extra)[2:-1], self._colored(node)
 
     def _end(self, node: str, last: bool) -> tuple[str, str]:
         """The DOT node an edge ends at, and for a cluster the attribute naming it."""
@@ -271,7 +306,10 @@ class _DotWriter:
         extra = " style=dashed arrowhead=none" if kind == "param" else ""
         if self.marks is not None:  # a param edge's dashes stay, a removed one's are added
             base = {"style": "dashed"} if kind == "param" else {}
-            extra += " " + _attrs(self.marks.edge_attrs(source, target, base))[2:-1]
+            extra += " " + attr_text(self.marks.edge_attrs(source, target, base))[2:-1]
+        label = self.view.labels.get((source, target))
+        if label:  # beside the edge, placed after layout: no rank of its own
+            extra += f" xlabel={quote(labels.join(label))}"
         tail, tail_attr = self._end(source, last=True)
         head, head_attr = self._end(target, last=False)
         return (f"\t{tail} -> {head} [class=\"tgr-{kind}\" id=\"{edge_id}\"{extra}"

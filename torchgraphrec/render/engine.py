@@ -15,11 +15,14 @@ from typing import Optional
 from torchgraphrec.errors import TorchGraphRecError
 
 __all__ = ["Engine", "EngineError", "EngineFailure", "EngineWarning", "find_engines",
-           "resolve_engine", "run_engine", "PNG_MAX_INCHES"]
+           "resolve_engine", "run_engine", "PNG_MAX_INCHES", "DEFAULT_DPI"]
 
 #: PNGs are scaled down to fit this many inches (at 96 dpi, 7680 px) on their longer side:
-#: graphviz-pure does not clamp, and a 2,000-node PNG once exhausted memory.
+#: graphviz-pure does not clamp, and a 2,000-node PNG once exhausted memory. At another
+#: ``dpi`` the pixels stay capped (7680 px): the inches shrink.
 PNG_MAX_INCHES = 80
+#: Graphviz's own resolution for bitmaps.
+DEFAULT_DPI = 96
 _PURE_FORMATS = ("svg", "png", "json", "json0", "dot", "plain", "xdot")
 _SYSTEM_FORMATS = _PURE_FORMATS + ("pdf", "ps", "eps")
 _PDF_HELP = ("PDF needs a system Graphviz ('dot' on PATH, e.g. apt-get install graphviz) or "
@@ -120,8 +123,9 @@ def _candidates(fmt: str, choice: str) -> list[Engine]:
     return [first] + [e for e in find_engines() if e != first and fmt in e.formats]
 
 
-def run_engine(dot_source: str, fmt: str, choice: str = "auto", timeout: float = 600) -> bytes:
-    """Lay out ``dot_source`` and return the bytes of format ``fmt``.
+def run_engine(dot_source: str, fmt: str, choice: str = "auto", timeout: float = 600,
+               dpi: int = DEFAULT_DPI) -> bytes:
+    """Lay out ``dot_source`` and return the bytes of format ``fmt`` (a PNG at ``dpi``).
 
     Where the engine fails on the drawing, the next engine found that writes ``fmt`` is
     tried, with a warning naming both; a time-out is final (the others are slower).
@@ -133,7 +137,7 @@ def run_engine(dot_source: str, fmt: str, choice: str = "auto", timeout: float =
     failures = []
     for engine in _candidates(fmt, choice):
         try:
-            data = _run(engine, dot_source, fmt, timeout)
+            data = _run(engine, dot_source, fmt, timeout, dpi)
         except EngineFailure as exc:
             failures.append((engine, str(exc)))
             continue
@@ -153,8 +157,19 @@ class EngineWarning(UserWarning):
     """An engine failed, and another one drew the picture."""
 
 
-def _run(engine: Engine, dot_source: str, fmt: str, timeout: float) -> bytes:
-    extra = [f"-Gsize={PNG_MAX_INCHES},{PNG_MAX_INCHES}", "-Gdpi=96"] if fmt == "png" else []
+def _png_args(dpi: int) -> list[str]:
+    """The PNG's resolution and its size cap, in pixels the same at any ``dpi``.
+
+    >>> _png_args(96), _png_args(300)
+    (['-Gsize=80,80', '-Gdpi=96'], ['-Gsize=25.6,25.6', '-Gdpi=300'])
+    """
+    inches = f"{PNG_MAX_INCHES * DEFAULT_DPI / dpi:.4g}"
+    return [f"-Gsize={inches},{inches}", f"-Gdpi={dpi}"]
+
+
+def _run(engine: Engine, dot_source: str, fmt: str, timeout: float,
+         dpi: int = DEFAULT_DPI) -> bytes:
+    extra = _png_args(dpi) if fmt == "png" else []
     if engine.path is None:
         return _run_pygraphviz(dot_source, fmt, extra)
     # -q: the labels' widths are set from real font metrics (render/metrics.py), so the

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import networkx as nx
 
 from torchgraphrec.render.fold import Run, chained, find_runs, signatures, split_chains
 
-if TYPE_CHECKING:
-    from torchgraphrec.render.view import View
-
-__all__ = ["Folder", "FoldedRun", "param_shapes"]
+__all__ = ["Folder", "FoldedRun", "Folding", "param_shapes"]
 
 
 @dataclass
@@ -24,6 +21,21 @@ class FoldedRun:
     calls: list[list[str]]
     fold_to: dict[str, str] = field(default_factory=dict)
     dropped: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Folding:
+    """What folding decided, for the view builder to apply: a run of single calls is drawn
+    by its first call with ``repeats`` (how many), ``last`` (the last call it stands for)
+    and ``calls`` (every call it stands for); a run of blocks of several calls by a
+    ``group`` cluster (``groups``: how many repeats) around its first block's calls
+    (``in_group``: each call's group)."""
+
+    repeats: dict[str, int] = field(default_factory=dict)
+    last: dict[str, str] = field(default_factory=dict)
+    calls: dict[str, list[str]] = field(default_factory=dict)
+    groups: dict[str, int] = field(default_factory=dict)
+    in_group: dict[str, str] = field(default_factory=dict)
 
 
 def param_shapes(graph: nx.DiGraph) -> dict[str, tuple]:
@@ -53,11 +65,13 @@ class Folder:
         self.dropped: set[str] = set()
         self.runs: list[FoldedRun] = []
 
-    def fold(self, view: "View", *, inside_repeats: bool = False) -> None:
-        """Fold every run of identical, chained sibling calls, outermost first.
+    def fold(self, *, inside_repeats: bool = False) -> Folding:
+        """Fold every run of identical, chained sibling calls, outermost first, and say
+        how they are drawn.
 
         With ``inside_repeats``, runs inside the later repeats of a folded run are found
         too (each in :attr:`runs`): the report's page unfolds runs one by one."""
+        folding = Folding()
         layers = sorted((n for n in reversed(self.order) if self.kind[n] == "layer"),
                         key=lambda n: -self.graph.nodes[n]["depth"])
         shapes = param_shapes(self.source)
@@ -73,7 +87,8 @@ class Folder:
                 links = [chained(self.source, found.repeat(calls, k), found.repeat(calls, k + 1))
                          for k in range(found.count - 1)]
                 for run in split_chains(found, links):
-                    self._try(view, parent, calls, run)
+                    self._try(folding, parent, calls, run)
+        return folding
 
     def _fold_label(self, node: str, shapes: dict[str, tuple]) -> tuple:
         """What must match, besides the children, for two nodes to be repeats (in a
@@ -89,7 +104,7 @@ class Folder:
         return (attrs["type"], attrs.get("settings"), attrs["num_params"], boundary,
                 shapes.get(node, ()), node in self.boxes, *status)
 
-    def _try(self, view: "View", parent: Optional[str], calls: list[str], run: Run) -> None:
+    def _try(self, folding: Folding, parent: Optional[str], calls: list[str], run: Run) -> None:
         first, last = run.repeat(calls, 0)[0], run.repeat(calls, run.count - 1)[-1]
         if self._between_calls(parent, first, last):
             return
@@ -99,15 +114,14 @@ class Folder:
         block = list(run.repeat(calls, 0))
         self.runs.append(FoldedRun(parent, [list(run.repeat(calls, k))
                                             for k in range(run.count)]))
-        self._fold_run(view, len(view.groups) + len(view.repeats), repeats)
+        self._fold_run(len(self.runs) - 1, repeats)
         if run.period == 1:
-            view.repeats[block[0]], view.last[block[0]] = run.count, last
-            view.calls[block[0]] = [run.repeat(calls, k)[0] for k in range(run.count)]
+            folding.repeats[block[0]], folding.last[block[0]] = run.count, last
+            folding.calls[block[0]] = [run.repeat(calls, k)[0] for k in range(run.count)]
         else:
             group = f"group:{block[0]}"
-            view.groups[group] = run.count
-            for call in block:
-                view.parent[call] = group
+            folding.groups[group] = run.count
+            folding.in_group.update((call, group) for call in block)
 
     def _between_calls(self, parent: Optional[str], first: str, last: str) -> bool:
         """Whether ``parent`` itself computed something while the run was going on."""
@@ -158,7 +172,7 @@ class Folder:
             stack.extend(reversed(self.children.get(node, ())))
         return found
 
-    def _fold_run(self, view: "View", run_id: int, repeats: list[list[str]]) -> None:
+    def _fold_run(self, run_id: int, repeats: list[list[str]]) -> None:
         for node in repeats[0]:
             self.repeat_of.setdefault(node, {})[run_id] = 0
         for k, nodes in enumerate(repeats[1:], start=1):

@@ -8,8 +8,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import graphviz
 
-from torchgraphrec.render.settings import settings_text
-from torchgraphrec.units import UNITS, cost_text
+from torchgraphrec.text import (UNITS, cost_text, count_text, settings_text, shape_text,
+                                short_name)
 
 __all__ = ["escape", "join", "join_left", "shape_text", "count_text", "short_name", "layer_title",
            "box_lines", "tensor_lines", "param_lines", "op_lines", "xml_id", "css_class",
@@ -54,29 +54,6 @@ def html_text(text: Any) -> str:
     'a&lt;b &amp; &quot;c&quot;'
     """
     return html.escape(str(text), quote=True)
-
-
-def shape_text(shape: Sequence[int]) -> str:
-    """``(1, 3, 32, 32)`` as ``1×3×32×32``; a scalar as ``scalar``.
-
-    >>> shape_text((1, 3, 32, 32)), shape_text(())
-    ('1×3×32×32', 'scalar')
-    """
-    return "×".join(str(dim) for dim in shape) if shape else "scalar"
-
-
-def count_text(count: int) -> str:
-    """A parameter count, short: ``1.2M params``.
-
-    >>> count_text(0), count_text(950), count_text(12_345), count_text(25_557_032)
-    ('', '950 params', '12.3k params', '25.6M params')
-    """
-    if count <= 0:
-        return ""
-    for limit, suffix in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
-        if count >= limit:
-            return f"{count / limit:.1f}{suffix} params"
-    return f"{count} params"
 
 
 #: What :func:`cost_line` writes by default: what the model costs, the same on every run
@@ -131,20 +108,6 @@ def run_cost_line(calls: Sequence[Mapping[str, Any]], names: Sequence[str] = LIN
     if equal:
         return " · ".join(parts) + " each"
     return " · ".join(f"{part} each" if "–" not in part else part for part in parts)
-
-
-def short_name(qualname: str, parent_qualname: str = "") -> str:
-    """A module's name inside its enclosing call: ``layers.0.0`` in ``layers.0`` is ``0``.
-
-    Containers that are never called (a ``ModuleList``) keep their part: ``h.0`` in the
-    root call.
-
-    >>> short_name("layers.0.0", "layers.0"), short_name("h.0"), short_name("a.b", "x")
-    ('0', 'h.0', 'a.b')
-    """
-    if parent_qualname and qualname.startswith(parent_qualname + "."):
-        return qualname[len(parent_qualname) + 1:]
-    return qualname
 
 
 def _span(first: str, last: str) -> str:

@@ -1,9 +1,9 @@
-"""A diff's drawing: every node, cluster and edge of the union styled and labelled by its status."""
+"""A diff's drawing: every node, cluster and edge of the union styled and labelled by the status compare/ gave it."""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Mapping, Optional
+from typing import Optional
 
 import networkx as nx
 
@@ -43,40 +43,24 @@ class DiffMarks:
     A node is ``added``, ``removed``, ``changed`` (in itself: its type or settings, an
     op's name or arguments, a parameter's shape; a box also by what changed inside it) or
     ``inside`` (affected: the same in itself, but something under it differs or shapes
-    from elsewhere reach it changed), else ``same``, drawn greyed out.
+    from elsewhere reach it changed), else ``same``, drawn greyed out: the statuses
+    :func:`~torchgraphrec.compare.status.mark_statuses` wrote on the union, read here.
     """
 
     def __init__(self, view: View, theme: Theme) -> None:
         self.view, self.theme = view, theme
-        self.inside = diffstatus.inside_counts(view.source)
-        self.params = diffstatus.param_changes(view.source)
-        self.mode = diffstatus.mode_change(view.source)
+        self.mode = view.source.graph.get("diff_mode")
         self.boxes = {n for n in view.nodes if view.kind(n) == "box"}
-        self.statuses: dict[str, str] = {}
         self.seen: set[str] = set()
         self.lifted: Optional[dict[tuple[str, str], set[str]]] = None
 
     def status(self, node: str) -> str:
         """The status a drawn node or cluster is drawn with (a folded group: ``same``)."""
-        if node not in self.statuses:
-            attrs = self.view.folded.nodes[node] if node in self.view.folded else {}
-            status = attrs.get("diff", "same")
-            if status not in ("added", "removed"):
-                own = status == "changed" and diffstatus.changed_itself(attrs)
-                if own or (node in self.boxes and (self.inside.get(node) or self.params.get(node))):
-                    status = "changed"
-                elif self.inside.get(node) or (status == "changed" and self._more(attrs)) \
-                        or (status == "same" and attrs.get("diff_inside")):
-                    status = "inside"
-                else:
-                    status = "same"  # a call whose only change is the drawing's mode change
-            self.statuses[node] = status
-        return self.statuses[node]
+        attrs = self.view.folded.nodes[node] if node in self.view.folded else {}
+        return attrs.get("diff_box_status" if node in self.boxes else "diff_status", "same")
 
-    def _more(self, attrs: Mapping) -> bool:
-        """Whether a changed node changed in more than the mode every call shares."""
-        changes = attrs.get("diff_changes") or {}
-        return self.mode is None or any(name != "training" for name in changes)
+    def _params(self, node: str) -> list:
+        return self.view.folded.nodes[node].get("diff_params") or []
 
     def node_attrs(self, node: str, base: Attrs) -> dict[str, str]:
         """The status attributes of a drawn node whose own style is ``base``."""
@@ -90,12 +74,13 @@ class DiffMarks:
         mode change the whole drawing shares."""
         attrs = self.view.folded.nodes[node]
         changes = dict(attrs.get("diff_changes") or {})
-        params = self.params.get(node, ()) if attrs["kind"] == "layer" else ()
+        params = self._params(node) if attrs["kind"] == "layer" else ()
+        own = attrs.get("diff_own") or ()
         if label and self.mode is not None:
             changes.pop("training", None)
-        if label and (params or diffstatus.changed_itself(attrs)):
+        if label and (params or own):
             kept = ("training", "num_params") if params else ("training",)
-            changes = {**diffstatus.own_changes(attrs),
+            changes = {**{k: v for k, v in changes.items() if k in own},
                        **{k: v for k, v in changes.items() if k in kept}}
             if "type" in changes:  # settings of another type are not comparable
                 changes.pop("settings", None)
@@ -110,8 +95,9 @@ class DiffMarks:
     def _inside_line(self, node: str) -> str:
         if node not in self.boxes or self.status(node) not in ("changed", "inside"):
             return ""
-        counts = Counter(self.inside.get(node, {}))
-        counts["changed", "param"] -= len(self.params.get(node, ()))  # its own: written above
+        counts = Counter({tuple(key.split(" ")): n for key, n in
+                          (self.view.folded.nodes[node].get("diff_counts") or {}).items()})
+        counts["changed", "param"] -= len(self._params(node))  # its own: written above
         line = difftext.inside_line(+counts)
         if not line and self.view.folded.nodes[node].get("diff") == "same":
             return "inside: data flow differs"  # no call, op or param under it does

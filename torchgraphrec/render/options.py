@@ -14,7 +14,7 @@ RANKDIRS = ("TB", "LR", "BT", "RL")
 ENGINES = ("auto", "graphviz-pure", "dot", "pygraphviz")
 #: The ``depth`` that picks the deepest level whose drawing stays readable.
 AUTO = "auto"
-_FLAGS = ("include_tensors", "include_params", "include_ops", "fold_repeats", "show_shapes",
+_FLAGS = ("include_tensors", "include_params", "fold_repeats", "show_shapes",
           "show_settings", "expand_leaves", "show_costs")
 
 
@@ -31,6 +31,11 @@ def _check_color_by(color_by: Any) -> None:
     if color_by not in COSTS and "." not in color_by:  # probe statistics are site.stat
         raise ValueError(f"unknown color_by: {color_by!r} (must be one of {list(COSTS)} or a "
                          "probe statistic such as 'grad_output.rms')")
+
+
+def _check_dpi(dpi: Any) -> None:
+    if isinstance(dpi, bool) or not isinstance(dpi, int) or not 1 <= dpi <= 1200:
+        raise ValueError(f"dpi must be a whole number from 1 to 1200, got {dpi!r}")
 
 
 def _check_depth(depth: Any) -> None:
@@ -50,15 +55,20 @@ class RenderOptions:
     drawing is one option away: ``expand_leaves=True``.
 
     Attributes:
-        depth: the deepest module-call level drawn: ``"auto"`` (the deepest level whose
-            drawing has at most :data:`~torchgraphrec.render.view.AUTO_NODES` nodes; every
-            level with ``expand_leaves``), ``None`` (every level) or a number (calls at that
+        depth: the deepest module-call level drawn: ``"auto"`` (every level: blocks open to
+            their leaf modules, repeats folded; only where that draws more than
+            :data:`~torchgraphrec.render.view.AUTO_NODES` nodes, the deepest level that
+            fits), ``None`` (every level) or a number (calls at that
             level are drawn as one box).
         include_tensors: draw the tensors between calls (the model's inputs and outputs
             are always drawn).
         include_params: draw parameters and buffers beside the ops that use them (they are
             always counted in their module's box).
-        include_ops: draw the ops that code runs between modules (``add``, ``cat``...).
+        include_ops: draw the ops that code runs between modules (``add``, ``cat``...); a
+            chain of layout-only ops between two drawn nodes (``view``, ``reshape``,
+            ``transpose``, ``contiguous``...) is one edge labelled ``reshape``, and an
+            edge into attention is labelled by its role (``query``, ``key``, ``value``);
+            ``"all"`` draws every op as recorded, without edge labels.
         fold_repeats: draw a chain of identical sibling calls once, labelled ``× N``.
         rankdir: the direction of flow: ``TB``, ``LR``, ``BT`` or ``RL``.
         theme: ``default`` or ``paper`` (greyscale, serif, print-safe).
@@ -80,6 +90,8 @@ class RenderOptions:
             for the backward), and the cost ``color_by`` names if another (a time, say:
             times vary from run to run, so they are written only then). The legend says
             which costs the lines hold.
+        dpi: a PNG's resolution in dots per inch (Graphviz's 96 by default; 300 for
+            print). Other formats are not bitmaps and ignore it.
 
     >>> RenderOptions(rankdir="XY")
     Traceback (most recent call last):
@@ -94,7 +106,7 @@ class RenderOptions:
     depth: Optional[Union[int, str]] = AUTO
     include_tensors: bool = False
     include_params: bool = False
-    include_ops: bool = True
+    include_ops: Union[bool, str] = True
     fold_repeats: bool = True
     rankdir: str = "TB"
     theme: str = "default"
@@ -104,9 +116,13 @@ class RenderOptions:
     engine: str = "auto"
     color_by: Optional[str] = None
     show_costs: bool = False
+    dpi: int = 96
 
     def __post_init__(self) -> None:
         _check_depth(self.depth)
+        _check_dpi(self.dpi)
+        if not (isinstance(self.include_ops, bool) or self.include_ops == "all"):
+            raise ValueError(f"include_ops must be True, False or 'all', got {self.include_ops!r}")
         for flag in _FLAGS:
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be True or False, got {getattr(self, flag)!r}")

@@ -8,7 +8,7 @@ import networkx as nx
 
 from torchgraphrec.render import labels
 from torchgraphrec.render.labels import cost_text
-from torchgraphrec.render.settings import settings_text
+from torchgraphrec.text import settings_text
 from torchgraphrec.render.scale import INCLUSIVE, TITLES
 from torchgraphrec.render.theme import SCALE, text_color
 

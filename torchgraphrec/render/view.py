@@ -9,14 +9,16 @@ import networkx as nx
 
 from torchgraphrec.graph import collapse
 from torchgraphrec.render import edges as edge_rules
-from torchgraphrec.render.folding import Folder
+from torchgraphrec.render.folding import Folder, Folding
 from torchgraphrec.render.options import AUTO, RenderOptions
+from torchgraphrec.render.oproles import RESHAPE, argument_roles, in_role_order, is_layout
 from torchgraphrec.render.passthrough import wire_pass_through
 
 __all__ = ["View", "build_view", "folder_at", "AUTO_NODES"]
 
-#: ``depth="auto"`` draws the deepest level whose drawing has at most this many nodes.
-AUTO_NODES = 60
+#: ``depth="auto"`` opens every level (blocks to their leaf modules, repeats folded); only
+#: a drawing of more nodes than this stops at the deepest level that fits.
+AUTO_NODES = 250
 
 
 @dataclass
@@ -32,7 +34,10 @@ class View:
     ops, so with no producer) below what ran before it. ``drawn_as`` maps each node of
     ``folded`` at an end of a lifted edge to what draws it (itself, its box, its first
     repeat's counterpart) or, where it is not drawn, to what stands for it while the
-    edges through it are bridged.
+    edges through it are bridged. ``labels`` names some edges: ``reshape`` for a chain of
+    layout ops, an argument's role (``query``, ``key``, ``value``) into attention.
+    ``markers`` are edges drawn as a small marker naming their source beside their target:
+    a node used by every block (rotary cos/sin, a mask) draws one edge, not eighty.
     """
 
     source: nx.DiGraph
@@ -48,6 +53,8 @@ class View:
     edges: list[tuple[str, str]] = field(default_factory=list)
     order: list[tuple[str, str]] = field(default_factory=list)
     drawn_as: dict[str, str] = field(default_factory=dict)
+    labels: dict[tuple[str, str], str] = field(default_factory=dict)
+    markers: list[tuple[str, str]] = field(default_factory=list)
 
     def kind(self, node: str) -> str:
         """``box``, ``tensor``, ``param`` or ``op`` for a drawn node."""
@@ -68,17 +75,20 @@ class View:
 def build_view(graph: nx.DiGraph, options: RenderOptions) -> View:
     """The :class:`View` of ``graph`` under ``options``.
 
-    ``depth="auto"`` picks the deepest level whose drawing has at most :data:`AUTO_NODES`
-    nodes and draws every module type one way (a type is not both opened as a cluster and
-    cut into a box), else the deepest level within the budget, at least 1.
+    ``depth="auto"`` opens every level: each block down to its leaf modules (one box
+    each), runs of repeated blocks folded. Only where that draws more than
+    :data:`AUTO_NODES` nodes it picks the deepest level within them that draws every module
+    type one way (a type is not both opened as a cluster and cut into a box), else the
+    deepest level within the budget, at least 1.
     """
     wired = wire_pass_through(graph)
     if options.depth != AUTO:
         return _build(wired, options)
     deepest = max((a["depth"] for _, a in graph.nodes(data=True) if a["kind"] == "layer"),
                   default=0)
-    if options.expand_leaves or deepest <= 1:
-        return _build(wired, replace(options, depth=None))
+    full = _build(wired, replace(options, depth=None))
+    if options.expand_leaves or deepest <= 1 or len(full.nodes) <= AUTO_NODES:
+        return full  # every level: the rule; the budget only stops a huge drawing
     fitting = [_build(wired, replace(options, depth=1))]
     for depth in range(2, deepest + 1):
         view = _build(wired, replace(options, depth=None if depth == deepest else depth))
@@ -100,7 +110,9 @@ def _uniform(view: View) -> bool:
 
 
 def _build(graph: nx.DiGraph, options: RenderOptions) -> View:
-    return _builder(graph, options).build()
+    """The view at a resolved depth: the graph cut, its runs folded, the folding applied."""
+    builder = _builder(graph, options)
+    return builder.build(builder.folder.fold() if options.fold_repeats else Folding())
 
 
 def _builder(graph: nx.DiGraph, options: RenderOptions) -> "_ViewBuilder":
@@ -114,7 +126,7 @@ def folder_at(wired: nx.DiGraph, options: RenderOptions) -> tuple[Folder, set[st
     graph whose pass-through calls are wired, with every run folded, those inside later
     repeats too, and the calls drawn as boxes there: what the report's page folds."""
     builder = _builder(wired, options)
-    builder.folder.fold(View(wired, builder.graph, options.depth), inside_repeats=True)
+    builder.folder.fold(inside_repeats=True)
     return builder.folder, builder.boxes
 
 
@@ -135,8 +147,7 @@ def _keep_model_outputs(source: nx.DiGraph, folded: nx.DiGraph) -> nx.DiGraph:
 
 class _ViewBuilder:
     def __init__(self, source: nx.DiGraph, folded: nx.DiGraph, options: RenderOptions) -> None:
-        self.view = View(source, folded, options.depth)  # type: ignore[arg-type]
-        self.graph, self.options = folded, options
+        self.source, self.graph, self.options = source, folded, options
         self.order = sorted(folded.nodes, key=lambda n: folded.nodes[n]["seq"])
         self.children: dict[Optional[str], list[str]] = {}
         for node in self.order:
@@ -149,9 +160,12 @@ class _ViewBuilder:
         self.unproduced = _unproduced(folded, self.boxes) if folded.graph.get("ops") == "none" \
             else set()
 
-    def build(self) -> View:
-        if self.options.fold_repeats:
-            self.folder.fold(self.view)
+    def build(self, folding: Folding) -> View:
+        """The view with ``folding`` applied: each later repeat drawn by its first."""
+        self.view = View(self.source, self.graph, self.options.depth,  # type: ignore[arg-type]
+                         parent=dict(folding.in_group), repeats=dict(folding.repeats),
+                         last=dict(folding.last), calls=dict(folding.calls),
+                         groups=dict(folding.groups))
         self._place()
         self._lift_edges()
         self._keep_order()
@@ -172,6 +186,8 @@ class _ViewBuilder:
             return node  # computed by its call's own code: drawn, it shows where
         shown = {"layer": True, "tensor": self.options.include_tensors,
                  "param": self.options.include_params, "op": self.options.include_ops}
+        if self.options.include_ops is True and is_layout(attrs):
+            return None  # drawn as the label of the edge that bridges it
         return node if shown[kind] else None
 
     def _place(self) -> None:
@@ -227,10 +243,20 @@ class _ViewBuilder:
             self.view.drawn_as[node] = self.folder.canonical(node) if found is None else found
             return found
 
+        def via(node: str) -> str:
+            layout = self.options.include_ops is True and is_layout(self.graph.nodes[node])
+            return RESHAPE if layout else ""
+
         lifted = edge_rules.lift(self._recorded_edges(), shown, self.folder.canonical,
-                                 self.view.nodes + self.view.clusters)
+                                 self.view.nodes + self.view.clusters,
+                                 argument_roles(self.graph) if self.options.include_ops is True
+                                 else {}, via)
         edge_rules.settle_cluster_ends(lifted, self.view.inside())
-        self.view.edges = list(lifted.edges)
+        self.view.markers = edge_rules.shared_inputs(list(lifted.edges))
+        lifted.remove_edges_from(self.view.markers)
+        self.view.labels = {(s, t): label for s, t, label in lifted.edges(data="label")
+                            if label}
+        self.view.edges = in_role_order(list(lifted.edges), self.view.labels)
 
 
 def _unproduced(graph: nx.DiGraph, boxes: set[str]) -> set[str]:

@@ -24,7 +24,9 @@ __all__ = ["write", "FORMATS", "OPTIONS", "format_of"]
 def _drawing(fmt: str) -> Callable[[nx.DiGraph, RenderOptions], bytes]:
     def draw(graph: nx.DiGraph, options: RenderOptions) -> bytes:
         dot = to_dot(graph, **vars(options))
-        return dot.encode() if fmt == "dot" else run_engine(dot, fmt, options.engine)
+        if fmt == "dot":
+            return dot.encode()
+        return run_engine(dot, fmt, options.engine, dpi=options.dpi)
     return draw
 
 

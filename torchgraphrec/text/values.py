@@ -1,10 +1,29 @@
-"""Short text for the values a diff reports: shapes, counts, settings and what changed in them."""
+"""Shapes, counts and values as a person writes them, and what changed between two settings."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
-__all__ = ["value_text", "signed", "split_items", "items_change", "clip"]
+__all__ = ["dims_text", "shape_text", "value_text", "signed", "split_items", "items_change",
+           "clip", "short_name"]
+
+
+def dims_text(shape: Sequence[int], sep: str = "×") -> str:
+    """The sizes of ``shape`` joined by ``sep`` (``""`` for a scalar).
+
+    >>> dims_text((1, 3, 32, 32)), dims_text((2, 8), ", "), dims_text(())
+    ('1×3×32×32', '2, 8', '')
+    """
+    return sep.join(str(dim) for dim in shape)
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """``(1, 3, 32, 32)`` as ``1×3×32×32``; a scalar as ``scalar``.
+
+    >>> shape_text((1, 3, 32, 32)), shape_text(())
+    ('1×3×32×32', 'scalar')
+    """
+    return dims_text(shape) if len(shape) else "scalar"
 
 
 def value_text(value: Any) -> str:
@@ -20,7 +39,7 @@ def value_text(value: Any) -> str:
     if isinstance(value, tuple) and all(isinstance(item, tuple) for item in value) and value:
         return ", ".join(value_text(item) for item in value)
     if isinstance(value, tuple) and all(isinstance(item, int) for item in value):
-        return "×".join(str(dim) for dim in value) if value else "scalar"
+        return shape_text(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     if value == "":
@@ -38,10 +57,12 @@ def signed(count: int) -> str:
 
 
 def split_items(text: str) -> list[str]:
-    """``extra_repr``-style text split at its top-level commas.
+    """``extra_repr``-style text split at its top-level commas, empty items left out.
 
     >>> split_items("3, 16, kernel_size=(3, 3), stride=(1, 1)")
     ['3', '16', 'kernel_size=(3, 3)', 'stride=(1, 1)']
+    >>> split_items("")
+    []
     """
     items, depth, start = [], 0, 0
     for index, char in enumerate(text):
@@ -49,8 +70,8 @@ def split_items(text: str) -> list[str]:
         if char == "," and depth == 0:
             items.append(text[start:index].strip())
             start = index + 1
-    tail = text[start:].strip()
-    return items + [tail] if tail else items
+    items.append(text[start:].strip())
+    return [item for item in items if item]
 
 
 def _keyed(items: list[str]) -> dict[str, str]:
@@ -86,3 +107,17 @@ def clip(line: str, width: Optional[int] = 110) -> str:
     'abc…'
     """
     return line if width is None or len(line) <= width else line[:width - 1] + "…"
+
+
+def short_name(qualname: str, parent_qualname: str = "") -> str:
+    """A module's name inside its enclosing call: ``layers.0.0`` in ``layers.0`` is ``0``.
+
+    Containers that are never called (a ``ModuleList``) keep their part: ``h.0`` in the
+    root call.
+
+    >>> short_name("layers.0.0", "layers.0"), short_name("h.0"), short_name("a.b", "x")
+    ('0', 'h.0', 'a.b')
+    """
+    if parent_qualname and qualname.startswith(parent_qualname + "."):
+        return qualname[len(parent_qualname) + 1:]
+    return qualname

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional
 
-__all__ = ["settings_text", "split_items", "MAX_CHARS"]
+from torchgraphrec.text.values import split_items
+
+__all__ = ["settings_text", "MAX_CHARS"]
 
 #: A settings line longer than this is cut after its last whole item, ending in ``…``.
 MAX_CHARS = 40
@@ -21,24 +23,6 @@ _DROPPED = {
 _ALWAYS_DROPPED = ("inplace",)
 _NUMBER = re.compile(r"-?\d+")
 _DIMS = re.compile(r"([123])d$")
-
-
-def split_items(text: str) -> list[str]:
-    """``extra_repr`` text split at its top-level commas.
-
-    >>> split_items("3, 16, kernel_size=(3, 3), stride=(2, 2)")
-    ['3', '16', 'kernel_size=(3, 3)', 'stride=(2, 2)']
-    """
-    items, depth, current = [], 0, []
-    for char in text:
-        depth += (char in "([{") - (char in ")]}")
-        if char == "," and depth == 0:
-            items.append("".join(current).strip())
-            current = []
-        else:
-            current.append(char)
-    items.append("".join(current).strip())
-    return [item for item in items if item]
 
 
 def _numbers(value: str) -> Optional[list[str]]:

@@ -1,10 +1,10 @@
-"""Numbers as people read them: engineering units for FLOPs, bytes, times and parameter counts."""
+"""Numbers as people read them: engineering units for FLOPs, bytes and times; counts as 70.6B."""
 
 from __future__ import annotations
 
 from typing import Mapping
 
-__all__ = ["UNITS", "cost_text"]
+__all__ = ["UNITS", "cost_text", "count_text"]
 
 #: The unit of each cost attribute (see the schema's "Costs"); ``params`` is a layer's
 #: ``num_params`` or a param node's element count.
@@ -15,6 +15,8 @@ UNITS: Mapping[str, str] = {
 }
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+#: Counts of things (parameters) read as people say them: 70.6B, not 70.6G.
+_COUNTS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 
 
 def _number(value: float) -> str:
@@ -23,8 +25,8 @@ def _number(value: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
-def _prefixed(value: float) -> tuple[str, str]:
-    for limit, prefix in _PREFIXES:
+def _prefixed(value: float, prefixes: tuple = _PREFIXES) -> tuple[str, str]:
+    for limit, prefix in prefixes:
         if abs(value) >= limit * 0.99995:  # 999,960 reads as 1M, not as 1000k
             return _number(value / limit), prefix
     return _number(value), ""
@@ -48,6 +50,8 @@ def cost_text(value: float, attribute: str) -> str:
     ('3.1 ms', '52 µs', '1.2 s')
     >>> cost_text(1_234_567, "params"), cost_text(950, "num_params"), cost_text(0, "flops")
     ('1.2M params', '950 params', '0 FLOPs')
+    >>> cost_text(70_553_706_496, "params")
+    '70.6B params'
     >>> cost_text(0.000123456, "grad_output.rms")
     '0.000123'
     """
@@ -56,5 +60,17 @@ def cost_text(value: float, attribute: str) -> str:
         return f"{value:.3g}"
     if unit == "ms":
         return _duration(float(value))
+    if unit == "params":
+        number, prefix = _prefixed(float(value), _COUNTS)
+        return f"{number}{prefix} params"
     number, prefix = _prefixed(float(value))
-    return f"{number}{prefix} params" if unit == "params" else f"{number} {prefix}{unit}"
+    return f"{number} {prefix}{unit}"
+
+
+def count_text(count: int) -> str:
+    """A parameter count, short, ``""`` for none (a box without parameters says nothing).
+
+    >>> count_text(0), count_text(950), count_text(12_345), count_text(70_553_706_496)
+    ('', '950 params', '12.3k params', '70.6B params')
+    """
+    return cost_text(count, "params") if count > 0 else ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from torch import nn
 
-from torchgraphrec.render.settings import settings_text
+from torchgraphrec.text import settings_text
 
 
 @pytest.mark.parametrize("module, text", [

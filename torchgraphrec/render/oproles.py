@@ -1,0 +1,74 @@
+"""What some ops mean to a reader: layout-only ops (drawn as an edge label) and argument roles."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import networkx as nx
+
+__all__ = ["LAYOUT_OPS", "RESHAPE", "ROLES", "is_layout", "argument_roles", "stronger",
+           "in_role_order"]
+
+#: Ops that only change how a tensor's elements are laid out: a chain of them between two
+#: drawn nodes is one edge labelled :data:`RESHAPE` (``include_ops="all"`` draws each).
+LAYOUT_OPS = frozenset({"view", "reshape", "transpose", "permute", "contiguous", "flatten",
+                        "unflatten", "squeeze", "unsqueeze", "expand", "view_as", "reshape_as",
+                        "t", "movedim", "swapaxes"})
+#: The label of an edge that stands for a chain of layout ops.
+RESHAPE = "reshape"
+#: What each tensor argument of an op is, in the order the op received them.
+ROLES: Mapping[str, tuple[str, ...]] = {
+    "scaled_dot_product_attention": ("query", "key", "value", "mask"),
+}
+
+
+def is_layout(attrs: Mapping) -> bool:
+    """Whether a node is a layout-only op.
+
+    >>> is_layout({"kind": "op", "name": "transpose"}), is_layout({"kind": "op", "name": "add"})
+    (True, False)
+    """
+    return attrs.get("kind") == "op" and attrs.get("name") in LAYOUT_OPS
+
+
+def argument_roles(graph: nx.DiGraph) -> dict[tuple[str, str], str]:
+    """The role of each recorded edge into an op of :data:`ROLES`, by argument order (the
+    order its edges were recorded in)."""
+    found: dict[tuple[str, str], str] = {}
+    for node, attrs in graph.nodes(data=True):
+        roles = ROLES.get(attrs.get("name", "")) if attrs["kind"] == "op" else None
+        if not roles:
+            continue
+        edges = sorted(graph.in_edges(node, data="seq"), key=lambda edge: edge[2])
+        edges = [edge for edge in edges if graph.nodes[edge[0]]["kind"] != "param"]
+        found.update(((source, target), role) for (source, target, _), role in zip(edges, roles))
+    return found
+
+
+def stronger(*labels: str) -> str:
+    """The label an edge keeps where several reach it: a role, else ``reshape``, else none.
+
+    >>> stronger("", "reshape", "query"), stronger("reshape", ""), stronger("", "")
+    ('query', 'reshape', '')
+    """
+    roles = [label for label in labels if label and label != RESHAPE]
+    return roles[0] if roles else (RESHAPE if RESHAPE in labels else "")
+
+
+def in_role_order(edges: list[tuple[str, str]],
+                  labels: Mapping[tuple[str, str], str]) -> list[tuple[str, str]]:
+    """``edges`` with those carrying a role put in the order of the roles, in the places
+    they held (the engine draws an ``ordering=in`` node's arguments in the order its
+    edges come: query, key, value).
+
+    >>> in_role_order([("v", "a"), ("x", "y"), ("q", "a"), ("k", "a")],
+    ...               {("v", "a"): "value", ("q", "a"): "query", ("k", "a"): "key"})
+    [('q', 'a'), ('x', 'y'), ('k', 'a'), ('v', 'a')]
+    """
+    rank = {role: index for roles in ROLES.values() for index, role in enumerate(roles)}
+    places = [i for i, edge in enumerate(edges) if labels.get(edge) in rank]
+    ordered = sorted((edges[i] for i in places), key=lambda edge: (edge[1], rank[labels[edge]]))
+    found = list(edges)
+    for place, edge in zip(places, ordered):
+        found[place] = edge
+    return found
