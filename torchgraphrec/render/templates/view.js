@@ -100,8 +100,9 @@ function tgrZoomTo(R, element) {
   const width = rect.width * scale, height = rect.height * scale;
   const fits = Math.max(0.9, width / (outer.width * 0.8), height / (outer.height * 0.8));
   const wanted = Math.min(fits, Math.max(0.9, TGR_READABLE));
-  const [x, y] = tgrCentre(svg, element);
-  tgrPutAt(svg, wanted, x, y, outer.left + outer.width / 2, outer.top + outer.height / 2);
+  const [x, y, w, h] = tgrExtent(svg, element);
+  if (h / wanted > outer.height * 0.9) tgrPutAt(svg, wanted, x + w / 2, y, outer.left + outer.width / 2, outer.top + 24);
+  else tgrPutAt(svg, wanted, x + w / 2, y + h / 2, outer.left + outer.width / 2, outer.top + outer.height / 2);
   tgrKeepInView(R, element);
 }
 
@@ -174,16 +175,15 @@ function tgrAnchor(R, element, ids, event) {
   return {ids, x, y, scale, dx: Math.max(0, (x - rect.left) * scale), dy: Math.max(0, (y - rect.top) * scale)};
 }
 
-/* Pan (no zoom) so that `element` is in view, its start first where it is taller or
-   wider than the canvas; where nothing drawn is in view at all, the opening view. */
+/* Pan (no zoom) where `element` is not in view, or barely: its start to the canvas's
+   start (an element under the pointer is in view already, and stays where it is); where
+   nothing drawn is in view at all, the opening view. */
 function tgrKeepInView(R, element) {
   const svg = R.svg, canvas = R.host.getBoundingClientRect(), rect = element.getBoundingClientRect();
   const margin = 24, box = tgrBox(svg), scale = tgrScale(svg);
   const shift = (low, high, from, to) => {
-    if (high - low > to - from - 2 * margin) return low - (from + margin);  // its start in view
-    if (low < from + margin) return low - (from + margin);
-    if (high > to - margin) return high - (to - margin);
-    return 0;
+    const seen = Math.min(high, to) - Math.max(low, from);
+    return seen >= Math.min(high - low, 2 * margin) ? 0 : low - (from + margin);
   };
   const dx = shift(rect.left, rect.right, canvas.left, canvas.right);
   const dy = shift(rect.top, rect.bottom, canvas.top, canvas.bottom);
