@@ -177,8 +177,9 @@ def in_browser() -> None:
         return
     print("\nReport in headless Chromium: ms from navigation (paint: the first drawing) and "
           "from the reader's input to the painted drawing; median of 3 loads")
+    models = _big_models()  # recorded before the browser starts
     with tempfile.TemporaryDirectory() as folder, launch() as browser:
-        for name, (recording, actions, words) in _big_models().items():
+        for name, (recording, actions, words) in models.items():
             path = Path(folder) / "report.html"
             seconds = median_time(lambda: recording.render(path), 1)
             print(f"{name}: {path.stat().st_size / 1e6:.2f} MB, written in {seconds:.2f} s, "
