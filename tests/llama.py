@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 
 import torch
 import torch.nn.functional as F
@@ -10,7 +11,8 @@ from torch import nn
 
 from models import Case
 
-__all__ = ["LlamaShaped", "llama_meta", "LLAMA_3_70B"]
+__all__ = ["LlamaShaped", "llama_meta", "LLAMA_3_70B", "HF_LLAMA_3_70B", "hf_llama_meta",
+           "gpt2_tiny"]
 
 #: Llama-3-70B's shape: 80 decoder blocks, hidden 8192, 64 heads, 8 KV heads, MLP 28672.
 LLAMA_3_70B = dict(layers=80, hidden=8192, heads=64, kv_heads=8, mlp=28672, vocab=128256)
@@ -102,26 +104,42 @@ def llama_meta(layers: Optional[int] = None, length: int = 16) -> Case:
     return Case(model, (ids,), {})
 
 
-def hf_llama_70b(layers: int = 80, length: int = 16) -> tuple:
-    """HF ``LlamaForCausalLM`` shaped as Llama-3-70B (its real rotary embedding), on the
-    meta device, with ids of shape ``1×length``: record it under ``no_grad`` inside
-    :func:`packed_sequences_stubbed`."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=layers,
-                         num_attention_heads=64, num_key_value_heads=8, vocab_size=128256,
-                         max_position_embeddings=8192, use_cache=False)
-    with torch.device("meta"):
-        model = LlamaForCausalLM(config).eval()
-    return model, torch.zeros(1, length, dtype=torch.long, device="meta")
+#: Hugging Face's config of Llama-3-70B (issue 22), its real rotary embedding included.
+HF_LLAMA_3_70B = dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
+                      num_attention_heads=64, num_key_value_heads=8, vocab_size=128256,
+                      max_position_embeddings=8192, use_cache=False)
 
 
-def packed_sequences_stubbed() -> object:
-    """A context in which transformers' ``find_packed_sequence_indices`` returns None (with
-    ``use_cache=False`` it calls ``.item()`` on a meta tensor)."""
-    from unittest import mock
-
+def hf_llama_meta(length: int = 16) -> Any:
+    """Hugging Face's ``LlamaForCausalLM`` shaped as Llama-3-70B on the meta device, with
+    meta ids of ``length`` tokens: a context manager giving the ``Case`` to record under
+    ``no_grad``. With ``use_cache=False`` transformers looks for packed sequences with
+    ``.item()``, which a meta tensor cannot answer: that look-up returns None inside."""
+    import transformers
     from transformers import masking_utils
 
-    return mock.patch.object(masking_utils, "find_packed_sequence_indices",
-                             lambda *args, **kwargs: None)
+    @contextmanager
+    def case() -> Iterator[Case]:
+        with torch.device("meta"):
+            model = transformers.LlamaForCausalLM(
+                transformers.LlamaConfig(**HF_LLAMA_3_70B)).eval()
+        ids = torch.zeros(1, length, dtype=torch.long, device="meta")
+        original = masking_utils.find_packed_sequence_indices
+        masking_utils.find_packed_sequence_indices = lambda *args, **kwargs: None
+        try:
+            yield Case(model, (ids,), {})
+        finally:
+            masking_utils.find_packed_sequence_indices = original
+
+    return case()
+
+
+def gpt2_tiny() -> Case:
+    """Hugging Face GPT-2 from a small config (3 blocks, 64 wide), as issue 22 walks it."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=3, n_embd=64, n_head=2, vocab_size=100,
+                                     n_positions=32, bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2Model(config).eval()
+    return Case(model, (torch.randint(0, 100, (1, 8)),), {})

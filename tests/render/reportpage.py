@@ -9,7 +9,7 @@ from typing import Any, Iterator, Optional
 from render.browser import BrowserPage, open_page
 
 __all__ = ["loaded_report", "element", "centre", "act", "drawn_ids", "state", "timings",
-           "open_in_place", "big_model_actions", "measure"]
+           "open_in_place", "open_where_it_is", "big_model_actions", "measure"]
 
 ROOT = "#tgr"
 
@@ -91,6 +91,21 @@ def open_in_place(page: Any, node_id: str) -> int:
     return act(page, target.first.dblclick)
 
 
+def open_where_it_is(page: Any, node_id: str) -> int:
+    """Double-click ``node_id`` at the zoom the reader has (a cluster on its title, a box in
+    its middle), panned to the canvas's middle first; the milliseconds until painted."""
+    x, y = page.evaluate("""(id) => {
+      const R = document.querySelector('%s').tgr, svg = R.svg;
+      const e = svg.querySelector(`[id="n-${CSS.escape(id)}"], [id="c-${CSS.escape(id)}"]`);
+      const part = e.classList.contains('cluster') ? e.querySelector('text') : e;
+      const canvas = R.host.getBoundingClientRect(), [cx, cy] = tgrCentre(svg, part);
+      tgrPutAt(svg, tgrScale(svg), cx, cy, canvas.left + canvas.width / 2, canvas.top + canvas.height / 2);
+      const r = part.getBoundingClientRect();
+      return [r.left + r.width / 2, r.top + r.height / 2];
+    }""" % ROOT, node_id)
+    return act(page, page.mouse.dblclick, x, y)
+
+
 def big_model_actions(fold_first: str, block: str) -> list[tuple[str, Any]]:
     """What a reader does first in a big model: show a folded run's repeats (its leader
     ``fold_first``), open one ``block`` in place, close it again, show tensors."""
@@ -103,12 +118,15 @@ def big_model_actions(fold_first: str, block: str) -> list[tuple[str, Any]]:
     ]
 
 
-def measure(browser: Any, path: Path, actions: list[tuple[str, Any]]) -> dict[str, float]:
+def measure(browser: Any, path: Path, actions: list[tuple[str, Any]],
+            fit: bool = True) -> dict[str, float]:
     """Load the report at ``path``, run ``actions`` (label, function of the page returning
     its milliseconds) and return every time: ``paint``, ``ready``, ``engine`` (from
-    navigation) and one per action (from the reader's input to the painted drawing)."""
-    with loaded_report(browser, path) as loaded:
+    navigation) and one per action (from the reader's input to the painted drawing).
+    The first action comes a second after the engine is ready, as a reader's would."""
+    with loaded_report(browser, path, fit=fit) as loaded:
         found: dict[str, float] = dict(timings(loaded.page))
+        loaded.page.wait_for_timeout(1000)
         for label, action in actions:
             found[label] = action(loaded.page)
     if loaded.problems:

@@ -16,6 +16,7 @@ import torchgraphrec as tgr
 from helpers import fresh
 from render.browser import open_page
 from render.reportpage import act, centre, drawn_ids, element, loaded_report, state
+from render.walk import settle
 from torchgraphrec.render.dot import to_dot
 from torchgraphrec.render.html import to_html
 from torchgraphrec.render.options import RenderOptions
@@ -116,22 +117,27 @@ def test_folded_repeats_open_to_show_their_members(browser, report) -> None:
     assert loaded.problems == []
 
 
-def test_search_opens_the_path_and_steps_through_matches(browser, recording, report) -> None:
-    # the four Blocks: two in each stage, the second stage's drawn once by the first's
+def test_search_finds_the_boxes_the_view_can_show_and_steps_through_them(browser, recording,
+                                                                        report) -> None:
+    # the four Blocks: two in each stage, both stages drawn once while folded
     calls = [n for n, a in recording.graph.nodes(data=True) if a.get("type") == "Block"]
     with loaded_report(browser, report) as loaded:
         page = loaded.page
         act(page, page.select_option, f"{ROOT} .tgr-depth", "1")
         search = page.locator(f"{ROOT} .tgr-search")
         search.fill("block")
-        assert state(page)["count"] == (f"{len(calls)} matches · 0 drawn, {len(calls)} inside "
-                                        "closed boxes (marked)")
+        # folded, the later repeats are drawn by the first: one box holds all four
+        assert state(page)["count"] == ("1 match (4 with the folded repeats) · 0 drawn, "
+                                        "1 inside closed boxes (marked)")
+        act(page, page.locator(f'{ROOT} .tgr-opt[data-opt="fold"]').click)
+        assert state(page)["count"].startswith(f"{len(calls)} matches · 0 drawn")
         held = page.locator(f"{ROOT} .tgr-canvas .tgr-holds")
         badges = page.locator(f"{ROOT} .tgr-canvas .tgr-badge text").all_text_contents()
         assert held.count() == len(badges) > 0 and sum(map(int, badges)) == len(calls)
         seen = []
         for step in range(len(calls)):
-            act(page, search.press, "Enter")
+            search.press("Enter")
+            settle(page)  # laid out again where the path to it had to open
             now = state(page)
             assert now["count"].startswith(f"{step + 1} of {len(calls)}")
             seen.append(now["selected"])
@@ -142,15 +148,17 @@ def test_search_opens_the_path_and_steps_through_matches(browser, recording, rep
             assert abs(x - canvas["x"] - canvas["width"] / 2) < 30  # zoomed to, in the middle
             assert abs(y - canvas["y"] - canvas["height"] / 2) < 30
             assert "tgr-current" in target.get_attribute("class")
-        assert sorted(seen) == sorted(calls)
+        assert seen == sorted(calls, key=lambda n: recording.graph.nodes[n]["seq"])  # in order
         search.press("Shift+Enter")
         page.wait_for_function(f"document.querySelector('{ROOT} .tgr-count').textContent"
                                f".startsWith('{len(calls) - 1} of')")
-        # a parameter, while parameters are hidden: its module's box holds it, closed
+        # a parameter is found only while parameters are shown, and then drawn as itself
         search.fill("layers.1.1.conv1.weight")
+        assert state(page)["count"] == "0 matches"
+        act(page, page.locator(f'{ROOT} .tgr-opt[data-opt="params"]').click)
         act(page, search.press, "Enter")
         assert state(page)["selected"] == "param:layers.1.1.conv1.weight"
-        holder = element(page, "layer:layers.1.1.conv1#0", "n")
+        holder = element(page, "param:layers.1.1.conv1.weight", "n")
         assert "tgr-current" in holder.get_attribute("class")
         assert page.text_content(f"{ROOT} .tgr-details-title") == "layers.1.1.conv1.weight"
     assert loaded.problems == []

@@ -116,7 +116,9 @@ function tgrFoldedRuns(P, state, isCluster) {
       deepest = Math.max(deepest, D.depth[i] + (open ? 1 : 0));
       if (open) stack.push(...P.children[i]);
     }
-    if (!run.valid[flag].includes(deepest)) return;
+    // a leaf opened by the reader inside the first repeat: the repeats are alike there
+    // where Python found them alike with leaves opened
+    if (!run.valid[flag].includes(deepest) && !(state.leafOps && state.leafOps.size && run.valid["1"].includes(deepest))) return;
     folded[r] = 1;
     run.calls.forEach((c) => taken.add(c));
   });
@@ -295,6 +297,8 @@ function tgrWrite(P, state, folded, placed, lifted) {
   const runOf = (c) => (F === D ? D.runs : F.runs)[+c.slice(1)];
   const form = (i) => { const r = leading(i); return r === undefined ? null : (F === D ? D.runs : F.runs)[r]; };
   const names = new Map(), width = new Map(), bodies = new Map([[-1, []]]);
+  // each element's own text, kept for the per-module layout (templates/layout.js)
+  const parts = {node: new Map(), cluster: new Map(), edge: []};
   const clusterNames = new Map([...groups, ...clusters].map((c, k) => [c, "cluster_" + k]));
   for (const c of clusterNames.keys()) bodies.set(c, []);
   const edges = lifted.edges;
@@ -306,6 +310,7 @@ function tgrWrite(P, state, folded, placed, lifted) {
     width.set(i, run.width);
     if (marks) marks.seen.add(D.mark.box[i]);
     const group = spine.has(i) ? " group=spine" : "";
+    parts.node.set(i, [`${run.own} ${themed}`, run.extra]);
     bodies.get(parentOf.get(i)).push(`\t${name} [${run.own} ${themed}${group} ${run.extra}]\n`);
   }
   if (state.rankdir === "TB" || state.rankdir === "BT") tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, F);
@@ -317,16 +322,20 @@ function tgrWrite(P, state, folded, placed, lifted) {
     const run = typeof c === "string" ? runOf(c) : form(c);
     const attrs = typeof c === "string" ? run.group : run ? run.cluster : F.cluster[c];
     if (marks && typeof c !== "string") marks.seen.add(D.mark.cluster[c]);
+    parts.cluster.set(c, attrs);
     const inner = bodies.get(c).map((line) => "\t" + line);
     bodies.get(parentOf.get(c)).push(`\tsubgraph ${clusterNames.get(c)} {\n\t\tgraph${attrs}\n`, ...inner, "\t}\n");
   }
-  const lines = edges.map(([s, t, recorded]) => tgrEdgeLine(P, s, t, names, clusterNames, lifted.inside,
-    marks && marks.edge(s, t, recorded, clusterNames)));
+  const lines = edges.map(([s, t, recorded]) => {
+    const marked = marks && marks.edge(s, t, recorded, clusterNames);
+    parts.edge.push(tgrEdgeAttrs(P, s, t, marked));
+    return tgrEdgeLine(P, s, t, names, clusterNames, lifted.inside, marked);
+  });
   const invisible = tgrOrder(P, placed, lifted.inside).map(([a, b]) => `\t${names.get(a)} -> ${names.get(b)} [style=invis]\n`);
   const head = D.head.replace(/rankdir=[A-Z]+/, "rankdir=" + state.rankdir);
   const legend = tgrLegendLine(D, marks, [...nodes, ...clusters]);
   const dot = head + bodies.get(-1).join("") + lines.join("") + invisible.join("") + legend + "}\n";
-  return {dot, placed, edges, names, clusterNames, folded};
+  return {dot, placed, edges, names, clusterNames, folded, parts, head, legend};
 }
 
 function tgrEdgeLine(P, s, t, names, clusterNames, inside, marked) {
@@ -336,10 +345,15 @@ function tgrEdgeLine(P, s, t, names, clusterNames, inside, marked) {
     const members = [...inside.get(x)].sort((a, b) => a - b);
     return [names.get(last ? members[members.length - 1] : members[0]), ` ${last ? "ltail" : "lhead"}=${clusterNames.get(x)}`];
   };
-  const param = D.kind[s] === "P";
   const [tail, tailAttr] = end(s, true), [head, headAttr] = end(t, false);
-  return `\t${tail} -> ${head} [class="tgr-${param ? "param" : "flow"}" id="e-${D.xid[s]}--${D.xid[t]}"` +
-    `${param ? " style=dashed arrowhead=none" : ""}${marked || ""}${tailAttr}${headAttr}]\n`;
+  return `\t${tail} -> ${head} [${tgrEdgeAttrs(P, s, t, marked)}${tailAttr}${headAttr}]\n`;
+}
+
+/* An edge's own attributes: what it is, its id, a diff's mark. */
+function tgrEdgeAttrs(P, s, t, marked) {
+  const {D} = P, param = D.kind[s] === "P";
+  return `class="tgr-${param ? "param" : "flow"}" id="e-${D.xid[s]}--${D.xid[t]}"` +
+    `${param ? " style=dashed arrowhead=none" : ""}${marked || ""}`;
 }
 
 /* A diff's marks on what is drawn (render/marks.py): the statuses seen, for the legend,

@@ -167,7 +167,7 @@ function tgrActions(R, i) {
     box.append(b);
   };
   const drawnAsCluster = R.drawn.vis[i] === i && R.drawn.isCluster(i);
-  if (D.kind[i] === "L" && D.needs[i] && !drawnAsCluster) button(D.needs[i] === 1 ? "Show its ops" : "Open", () => { tgrRevealState(R, i); tgrOpen(R, i); });
+  if (D.kind[i] === "L" && D.needs[i] && !drawnAsCluster) button(D.needs[i] === 1 ? "Show its ops" : "Open", () => { tgrRevealState(R, i); if (tgrOpen(R, i)) tgrOpenOneRepeat(R, i); });
   if (drawnAsCluster) button("Close", () => { state.open.delete(i); state.leafOps.delete(i); });
   const run = tgrFoldedRunOf(R, i);
   if (run !== undefined) button(`Show the ${D.runs[run].count} repeats`, () => tgrUnfold(R, run));

@@ -37,9 +37,12 @@ function tgrStart(R) {
   tgrIndexElements(R);
   tgrDecorate(R, true);
   if (fromUrl) tgrUpdate(R, null).then(() => { if (R.selected !== undefined) tgrSelect(R, R.selected, {reveal: true}); });
-  setTimeout(() => tgrViz(R).then(() => {
+  setTimeout(() => tgrViz(R).then((viz) => {
     performance.mark("tgr-engine-ready");
     R.root.dataset.engine = "ready";
+    // lay out the opening view's modules while the reader looks: the first action then
+    // lays out only what it changes
+    setTimeout(() => { if (R.drawn && !R.busy) tgrLayOut(R.P, R.drawn, viz); }, 0);
   }), 0);
   performance.mark("tgr-ready");
   R.root.dataset.ready = "true";
@@ -63,6 +66,11 @@ function tgrCopyState(state) {
    `since`: when the reader acted (an event's timeStamp), to time the action until the
    new drawing is painted (root's data-last-ms, read by the tests and the benchmark). */
 async function tgrUpdate(R, anchor, since) {
+  R.inFlight = (R.inFlight || 0) + 1;  // read by the tests: the page is settled at 0
+  try { return await tgrRelayOut(R, anchor, since); } finally { R.inFlight--; }
+}
+
+async function tgrRelayOut(R, anchor, since) {
   const started = since || performance.now();
   const ticket = ++R.busy;
   const composed = tgrCompose(R.P, R.state);
@@ -79,7 +87,7 @@ async function tgrUpdate(R, anchor, since) {
       const viz = await tgrViz(R);
       if (ticket !== R.busy) return false;  // a later action superseded this one
       const started = performance.now();
-      svg = tgrParseSvg(viz.renderString(composed.dot, {format: "svg"}));
+      svg = tgrLayOut(R.P, composed, viz);
       R.lastLayoutMs = performance.now() - started;
     } catch (error) {
       tgrStatus(R, `could not lay this view out: ${error.message || error}`);
@@ -94,6 +102,7 @@ async function tgrUpdate(R, anchor, since) {
   R.saved = tgrCopyState(R.state);
   tgrSwap(R, svg, anchor);
   tgrIndexElements(R);
+  tgrSearchAgain(R);
   tgrDecorate(R, true);
   if (R.selected !== undefined) tgrDetails(R, R.selected);  // "drawn for", what it offers now
   tgrSyncControls(R);
@@ -169,8 +178,10 @@ function tgrDoubleClicked(R, element, event) {
     R.state.leafOps.delete(i);
   } else if (!tgrOpen(R, i)) {
     return;
+  } else {
+    tgrOpenOneRepeat(R, i);
   }
-  tgrUpdate(R, tgrAnchor(R, element, tgrAnchorIds(R, i)), event && event.timeStamp);
+  tgrUpdate(R, tgrAnchor(R, element, tgrAnchorIds(R, i), event), event && event.timeStamp);
 }
 
 /* Open call `i` in place (its children, or a leaf's ops); false where there is nothing. */
@@ -180,6 +191,25 @@ function tgrOpen(R, i) {
   R.state.open.add(i);
   if (needs === 1 && !R.state.leaves) R.state.leafOps.add(i);
   return true;
+}
+
+/* Where opening `i` (inside a folded run's first repeat) makes the repeats differ, the run
+   is shown unfolded with only the repeat holding `i` open: opening one module never opens
+   it, or anything, in the 80 other blocks. */
+function tgrOpenOneRepeat(R, i) {
+  const {P, state} = R, runs = (P.repeatOf.get(i) || []).filter(([r]) => R.drawn.folded[r]);
+  if (!runs.length) return;
+  const isCluster = (l) => P.D.kind[l] === "L" && state.open.has(l) &&
+    (P.D.needs[l] === 2 || (P.D.needs[l] === 1 && (state.leaves || state.leafOps.has(l))));
+  const folded = tgrFoldedRuns(P, state, isCluster);
+  for (const [r, k] of runs) {
+    if (folded[r]) continue;
+    const run = P.D.runs[r];
+    state.unfolded.add(r);
+    run.calls.forEach((call, position) => {
+      if (Math.floor(position / run.period) !== k) { state.open.delete(call); state.leafOps.delete(call); }
+    });
+  }
 }
 
 /* The drawn element that shows node `i` now: itself, the box it is in, or the cluster

@@ -2,14 +2,32 @@
    or folded repeats are counted and marked on the box that holds them; Enter and
    Shift+Enter step through the hits, opening the path to each and zooming to it. */
 
+/* What the view can show that matches: module calls always, ops, tensors and parameters
+   while they are shown; a match inside a folded run's later repeat is the box that draws
+   it (its counterpart in the first repeat), once. In seq order, each box once. */
 function tgrMatches(R, query) {
-  const {D, info} = R, found = [];
+  const {D, info, state} = R, found = new Set();
+  let calls = 0;
+  const shown = {L: true, M: true, O: state.ops, T: state.tensors, P: state.params};
+  const canonical = R.drawn && R.drawn.canonical ? R.drawn.canonical : (i) => i;
   for (let i = 0; i < D.ids.length; i++) {
+    if (!shown[D.kind[i]]) continue;
     const attrs = info[i] || {};
     const fields = [D.ids[i], attrs.label, attrs.qualname, attrs.type, attrs.name];
-    if (fields.some((f) => f !== undefined && f !== null && String(f).toLowerCase().includes(query))) found.push(i);
+    if (fields.some((f) => f !== undefined && f !== null && String(f).toLowerCase().includes(query))) { found.add(canonical(i)); calls++; }
   }
-  return found;
+  R.searchCalls = calls;
+  return [...found].sort((a, b) => a - b);
+}
+
+/* The matches again for a new view (what is shown or folded changed), the current one kept. */
+function tgrSearchAgain(R) {
+  const search = R.search;
+  if (!search || !search.query) return;
+  const current = search.current >= 0 ? search.list[search.current] : undefined;
+  search.list = tgrMatches(R, search.query);
+  search.current = current === undefined ? -1 : search.list.indexOf(current);
+  tgrCount(R);
 }
 
 function tgrSearchSetup(R) {
@@ -42,7 +60,8 @@ function tgrCount(R) {
   }
   const where = list.length ? ` · ${drawn} drawn, ${held} inside closed boxes (marked)` : "";
   const position = current >= 0 ? `${current + 1} of ${list.length}` : `${list.length} match${list.length === 1 ? "" : "es"}`;
-  count.textContent = position + where;
+  const folded = R.searchCalls > list.length ? ` (${R.searchCalls} with the folded repeats)` : "";
+  count.textContent = position + folded + where;
 }
 
 async function tgrStep(R, direction) {
@@ -53,5 +72,6 @@ async function tgrStep(R, direction) {
   const i = search.list[search.current];
   await tgrReveal(R, i, true);
   tgrSelect(R, i, {});
+  search.current = search.list.indexOf(i);  // the list follows the view (tgrSearchAgain)
   tgrCount(R);
 }

@@ -92,14 +92,18 @@ function tgrOpeningView(R) {
 }
 
 /* Zoom so that `element` is in the middle at about its natural size (readable, with its
-   neighbours in view), or smaller where it would not fit. */
+   neighbours in view), or smaller where it would not fit while still readable; a module
+   taller than that shows its start. */
 function tgrZoomTo(R, element) {
   const svg = R.svg, rect = element.getBoundingClientRect(), outer = svg.getBoundingClientRect();
   const scale = tgrScale(svg);
   const width = rect.width * scale, height = rect.height * scale;
-  const wanted = Math.max(0.9, width / (outer.width * 0.8), height / (outer.height * 0.8));
-  const [x, y] = tgrCentre(svg, element);
-  tgrPutAt(svg, wanted, x, y, outer.left + outer.width / 2, outer.top + outer.height / 2);
+  const fits = Math.max(0.9, width / (outer.width * 0.8), height / (outer.height * 0.8));
+  const wanted = Math.min(fits, Math.max(0.9, TGR_READABLE));
+  const [x, y, w, h] = tgrExtent(svg, element);
+  if (h / wanted > outer.height * 0.9) tgrPutAt(svg, wanted, x + w / 2, y, outer.left + outer.width / 2, outer.top + 24);
+  else tgrPutAt(svg, wanted, x + w / 2, y + h / 2, outer.left + outer.width / 2, outer.top + outer.height / 2);
+  tgrKeepInView(R, element);
 }
 
 /* viz-js, evaluated once per page when first needed (after the first paint). */
@@ -124,8 +128,9 @@ function tgrParseSvg(text) {
   return svg;
 }
 
-/* Put `svg` on screen. With an anchor ({id, x, y, scale}: an element's old screen point),
-   the element with that id (or its other form) stays there at the same zoom; else fit. */
+/* Put `svg` on screen. With an anchor (see tgrAnchor), the element with one of its ids
+   (a box that became a cluster, or the other way) is put back under the same screen point
+   at the same zoom; else the opening view. Either way something drawn is in view after. */
 function tgrSwap(R, svg, anchor) {
   R.host.replaceChildren(svg);
   R.svg = svg;
@@ -133,8 +138,12 @@ function tgrSwap(R, svg, anchor) {
   else svg.setAttribute("viewBox", svg.dataset.fitted);
   const element = anchor && tgrFindAnchor(svg, anchor.ids);
   if (!element) { tgrOpeningView(R); return; }
-  const [x, y] = tgrCentre(svg, element);
-  tgrPutAt(svg, anchor.scale, x, y, anchor.x, anchor.y);
+  const [x, y, w, h] = tgrExtent(svg, element);
+  // the point the reader pointed at, as far into the element as it still reaches: the
+  // top of a module that opened to a tall cluster, the box a cluster closed to
+  const at = [x + Math.min(anchor.dx, w), y + Math.min(anchor.dy, h)];
+  tgrPutAt(svg, anchor.scale, at[0], at[1], anchor.x, anchor.y);
+  tgrKeepInView(R, element);
 }
 
 function tgrFindAnchor(svg, ids) {
@@ -145,9 +154,49 @@ function tgrFindAnchor(svg, ids) {
   return null;
 }
 
-/* Where an element is on screen now, to keep it there after a re-layout. */
-function tgrAnchor(R, element, ids) {
+/* An element's box in drawing units (the viewBox's coordinates): x, y, width, height. */
+function tgrExtent(svg, element) {
+  const rect = element.getBoundingClientRect(), outer = svg.getBoundingClientRect();
+  const box = tgrBox(svg), scale = tgrScale(svg);
+  const offsetX = (outer.width * scale - box[2]) / 2, offsetY = (outer.height * scale - box[3]) / 2;
+  return [box[0] - offsetX + (rect.left - outer.left) * scale, box[1] - offsetY + (rect.top - outer.top) * scale,
+    rect.width * scale, rect.height * scale];
+}
+
+/* Where the reader acted, to keep it there after a re-layout: the pointer (from `event`,
+   where it was over the canvas) or else the element's top left corner, and how far into
+   the element that point was (drawing units). */
+function tgrAnchor(R, element, ids, event) {
   if (!element || !R.svg) return null;
-  const rect = element.getBoundingClientRect();
-  return {ids, x: rect.left + rect.width / 2, y: rect.top + rect.height / 2, scale: tgrScale(R.svg)};
+  const rect = element.getBoundingClientRect(), canvas = R.host.getBoundingClientRect();
+  const pointed = event && event.clientX !== undefined && event.clientX >= canvas.left && event.clientX <= canvas.right &&
+    event.clientY >= canvas.top && event.clientY <= canvas.bottom;
+  const x = pointed ? event.clientX : rect.left, y = pointed ? event.clientY : rect.top, scale = tgrScale(R.svg);
+  return {ids, x, y, scale, dx: Math.max(0, (x - rect.left) * scale), dy: Math.max(0, (y - rect.top) * scale)};
+}
+
+/* Pan (no zoom) where `element` is not in view, or barely: its start to the canvas's
+   start (an element under the pointer is in view already, and stays where it is); where
+   nothing drawn is in view at all, the opening view. */
+function tgrKeepInView(R, element) {
+  const svg = R.svg, canvas = R.host.getBoundingClientRect(), rect = element.getBoundingClientRect();
+  const margin = 24, box = tgrBox(svg), scale = tgrScale(svg);
+  const shift = (low, high, from, to) => {
+    const seen = Math.min(high, to) - Math.max(low, from);
+    return seen >= Math.min(high - low, 2 * margin) ? 0 : low - (from + margin);
+  };
+  const dx = shift(rect.left, rect.right, canvas.left, canvas.right);
+  const dy = shift(rect.top, rect.bottom, canvas.top, canvas.bottom);
+  if (dx || dy) tgrSetBox(svg, [box[0] + dx * scale, box[1] + dy * scale, box[2], box[3]]);
+  if (!tgrAnyInView(R)) tgrOpeningView(R);
+}
+
+/* Whether any drawn box or cluster meets the canvas. */
+function tgrAnyInView(R) {
+  const canvas = R.host.getBoundingClientRect();
+  for (const element of R.svg.querySelectorAll("g.node, g.cluster")) {
+    const rect = element.getBoundingClientRect();
+    if (rect.width && rect.right > canvas.left && rect.left < canvas.right && rect.bottom > canvas.top && rect.top < canvas.bottom) return true;
+  }
+  return false;
 }

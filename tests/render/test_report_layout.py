@@ -1,0 +1,91 @@
+"""The report lays out per module (issue 22): each open module's inside on its own, placed in
+its parent; opening inside a folded run opens one block; the view never loses the drawing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import torchgraphrec as tgr
+from llama import gpt2_tiny
+from render.reportpage import act, centre, drawn_ids, element, loaded_report
+from render.walk import in_view, settle, walk
+
+ROOT = "#tgr"
+
+
+@pytest.fixture(scope="module")
+def gpt2_report(tmp_path_factory) -> Path:
+    pytest.importorskip("transformers")
+    recording = tgr.record(*gpt2_tiny())
+    return recording.render(tmp_path_factory.mktemp("gpt2") / "gpt2.html")
+
+
+def _fresh_layouts(page: Any) -> int:
+    """How many modules the last drawing laid out (the others came from the cache)."""
+    return int(page.evaluate(f"() => document.querySelector('{ROOT}').tgr.svg.dataset.layouts"))
+
+
+def test_an_action_lays_out_only_the_modules_it_changed(browser, gpt2_report) -> None:
+    with loaded_report(browser, gpt2_report, fit=False) as loaded:
+        page = loaded.page
+        c_attn = element(page, "layer:h.0.attn.c_attn#0", "n")
+        act(page, c_attn.dblclick)
+        # c_attn's inside, and each module around it: attn, the folded h.0–2, the model,
+        # the page; nothing beside them (ln_1, mlp, ...) is laid out again
+        assert _fresh_layouts(page) == 5
+        assert "c-layer:h.0.attn.c_attn#0" in drawn_ids(page, "cluster")
+        title = element(page, "layer:h.0.attn.c_attn#0", "c").locator("text").first
+        act(page, title.dblclick)  # closed again: a view seen before, from the cache
+        assert "n-layer:h.0.attn.c_attn#0" in drawn_ids(page)
+        page.click(f"{ROOT} .tgr-fit")  # c_fc is below the canvas's edge
+        act(page, element(page, "layer:h.0.mlp.c_fc#0", "n").dblclick)
+        # c_fc's inside and the modules around it that it made bigger; c_attn's is kept
+        assert 2 <= _fresh_layouts(page) <= 5
+    assert loaded.problems == []
+
+
+def test_opening_inside_a_folded_run_opens_it_in_the_first_block_only(browser,
+                                                                     gpt2_report) -> None:
+    with loaded_report(browser, gpt2_report, fit=False) as loaded:
+        page = loaded.page
+        group = page.locator(f'{ROOT} .tgr-canvas [id="g-group:layer:h.0#0"] text').first
+        if not group.count():  # a one-call run is drawn as its first call's cluster
+            group = element(page, "layer:h.0#0", "c").locator("text").first
+        assert group.text_content().endswith("× 3")
+        before = drawn_ids(page)
+        act(page, element(page, "layer:h.0.attn.c_attn#0", "n").dblclick)
+        after = drawn_ids(page)
+        # the box became a cluster holding its own ops, once: not in each of the 3 blocks
+        assert before - after == {"n-layer:h.0.attn.c_attn#0"}
+        added = after - before
+        assert added and all(i.startswith("n-op:") for i in added) and len(added) <= 3
+        assert group.text_content().endswith("× 3")  # still folded
+    assert loaded.problems == []
+
+
+def test_the_point_under_the_pointer_stays_there(browser, gpt2_report) -> None:
+    with loaded_report(browser, gpt2_report, fit=False) as loaded:
+        page = loaded.page
+        title = element(page, "layer:h.0.attn#0", "c").locator("text").first
+        x, y = centre(title)
+        act(page, page.mouse.dblclick, x, y)  # a tall cluster closes to a box
+        box = element(page, "layer:h.0.attn#0", "n").bounding_box()
+        assert box["x"] <= x <= box["x"] + box["width"] and box["y"] <= y <= box["y"] + box["height"]
+        act(page, page.mouse.dblclick, x, y)  # and opens again: its title under the pointer
+        cluster = element(page, "layer:h.0.attn#0", "c").bounding_box()
+        assert cluster["x"] <= x <= cluster["x"] + cluster["width"]
+        assert cluster["y"] <= y <= cluster["y"] + 40  # the top of it, not its middle
+        assert in_view(page, "c-layer:h.0.attn#0")["target"]
+    assert loaded.problems == []
+
+
+def test_a_random_walk_never_loses_the_drawing(browser, gpt2_report) -> None:
+    with loaded_report(browser, gpt2_report, fit=False) as loaded:
+        settle(loaded.page)
+        done = walk(loaded.page, 200, ["c_proj", "attn", "ln_", "mlp", "add"], seed=22)
+    assert len(done.actions) == 200
+    assert done.blank == [] and done.lost == []
+    assert loaded.problems == []

@@ -1,0 +1,202 @@
+/* torchgraphrec report: layout per module, composed, as Model Explorer does. The composer
+   (compose.js) decides what is drawn, and how, for the whole view; here each open module's
+   inside is laid out on its own by Graphviz (viz-js), with the modules open inside it drawn
+   as boxes of their own laid-out size, and the results are placed into each other. A
+   layout is cached by its DOT text, which holds only what is inside that module (its
+   elements, named by node number, and the sizes of its open children): an action lays out
+   again only the modules it changed and the modules around them. */
+
+/* The containers of a composed view (-1: the page; clusters; a run's group "g<r>"), each
+   with its members: its own nodes, then the containers inside it, in the DOT writer's order. */
+function tgrContainers(P, composed) {
+  const {placed} = composed, members = new Map([[-1, []]]);
+  const inner = [...placed.groups, ...placed.clusters];
+  const position = (c) => (typeof c === "string" ? P.D.runs[+c.slice(1)].calls[0] : c);
+  inner.sort((a, b) => position(a) - position(b));
+  for (const c of inner) members.set(c, []);
+  for (const i of placed.nodes) members.get(placed.parentOf.get(i)).push(i);
+  for (const c of inner) members.get(placed.parentOf.get(c)).push(c);
+  return members;
+}
+
+/* Where an element sits: the containers around it, innermost first, ending with -1. */
+function tgrAround(placed, x) {
+  const found = [];
+  for (let c = placed.parentOf.get(x); c !== undefined; c = placed.parentOf.get(c)) {
+    found.push(c);
+    if (c === -1) break;
+  }
+  return found;
+}
+
+/* Each container's edges between its members: a drawn edge belongs to the innermost
+   container holding both ends, between the members that hold them (a closed-off module's
+   box stands for what is inside it); inside every module it crosses, it runs from or to a
+   small invisible port, one per element outside, so that the flow in and out is drawn. */
+function tgrLocalEdges(composed, members) {
+  const {placed, edges, parts} = composed, local = new Map(), ports = new Map();
+  for (const c of members.keys()) { local.set(c, new Map()); ports.set(c, []); }
+  const add = (c, from, to, attrs) => {
+    const key = from + ">" + to;
+    if (!local.get(c).has(key)) local.get(c).set(key, [from, to, attrs]);
+  };
+  const port = (c, name) => { if (!ports.get(c).includes(name)) ports.get(c).push(name); return name; };
+  edges.forEach(([s, t], e) => {
+    const upS = [s, ...tgrAround(placed, s)], upT = [t, ...tgrAround(placed, t)];
+    const shared = new Set(upT.slice(1));
+    const k = upS.findIndex((c, at) => at > 0 && shared.has(c)), top = upS[k];
+    const l = upT.indexOf(top), attrs = parts.edge[e];
+    add(top, tgrLocalName(upS[k - 1]), tgrLocalName(upT[l - 1]), attrs);
+    const inPort = attrs.replace(/ id="([^"]*)"/, ' id="$1-in"');
+    const outPort = attrs.replace(/ id="([^"]*)"/, ' id="$1-out"');
+    for (let at = 1; at < k; at++) {
+      add(upS[at], tgrLocalName(upS[at - 1]), port(upS[at], "po" + tgrLocalName(t)), outPort);
+    }
+    for (let at = 1; at < l; at++) {
+      add(upT[at], port(upT[at], "pi" + tgrLocalName(s)), tgrLocalName(upT[at - 1]), inPort);
+    }
+  });
+  return {local, ports};
+}
+
+function tgrLocalName(x) { return typeof x === "string" ? x : "n" + x; }
+
+/* The DOT of one container: its own frame (the module's cluster, as the composer writes
+   it), its nodes, its open children as fixed-size boxes, its ports and edges. */
+function tgrLocalDot(P, composed, c, members, edges, ports, sizes) {
+  const {D} = P, {parts} = composed, inner = c !== -1, tab = inner ? "\t\t" : "\t";
+  const lines = [composed.head];
+  if (inner) lines.push(`\tsubgraph cluster_0 {\n\t\tgraph${parts.cluster.get(c)}\n`);
+  const pairs = [...edges.values()];
+  const flowing = members.filter((m) => !sizes.has(m) && D.kind[m] !== "P").map(tgrLocalName);
+  const spine = new Set(tgrSpine(P, {nodes: flowing}, pairs));
+  for (const m of members) {
+    const name = tgrLocalName(m);
+    if (sizes.has(m)) {
+      const [w, h] = sizes.get(m);
+      lines.push(`${tab}${name} [label="" id="p-${name}" color=transparent fillcolor=transparent ` +
+        `fixedsize=true height=${(h / 72).toFixed(3)} shape=box style=filled width=${(w / 72).toFixed(3)}]\n`);
+    } else {
+      const [own, extra] = parts.node.get(m);
+      lines.push(`${tab}${name} [${own}${spine.has(name) ? " group=spine" : ""} ${extra}]\n`);
+    }
+  }
+  for (const name of ports) lines.push(`${tab}${name} [label="" height=0.01 shape=point style=invis width=0.01]\n`);
+  tgrLocalBeside(D, members, pairs, sizes, tab, lines);
+  const drawn = tgrShared(composed, pairs, tab, lines);
+  if (inner) lines.push("\t}\n");
+  for (const [from, to, attrs] of drawn) lines.push(`\t${from} -> ${to} [${attrs}]\n`);
+  if (!inner) lines.push(composed.legend);
+  lines.push("}\n");
+  return lines.join("");
+}
+
+/* Most edges a member sends inside one module before the others start at markers. */
+var TGR_FAN_OUT = 8;
+
+/* An element feeding more than TGR_FAN_OUT members of one module (rotary cos and sin,
+   position ids, a mask: into each of 80 blocks) keeps its first edge; each other member
+   gets a small marker naming it, instead of an edge across the module (a staircase of
+   crossing edges that also takes Graphviz seconds to lay out). */
+function tgrShared(composed, pairs, tab, lines) {
+  const count = new Map();
+  for (const [from] of pairs) count.set(from, (count.get(from) || 0) + 1);
+  const seen = new Set(), drawn = [];
+  for (const [from, to, attrs] of pairs) {
+    if (count.get(from) <= TGR_FAN_OUT || !seen.has(from)) { seen.add(from); drawn.push([from, to, attrs]); continue; }
+    const marker = `m${from}_${to}`;
+    lines.push(`${tab}${marker} [label="${tgrShortLabel(composed, from)}" class="tgr-marker" color="#adb5bd" ` +
+      `fillcolor="#f1f3f5" fontsize=8 height=0.2 margin="0.04,0.01" shape=box style="rounded,filled"]\n`);
+    drawn.push([marker, to, attrs.replace(/ id="([^"]*)"/, ' id="$1-m"')]);
+  }
+  return drawn;
+}
+
+/* The first line of what a local name draws (DOT-escaped already), for its markers. */
+function tgrShortLabel(composed, name) {
+  const x = name.startsWith("g") ? name : +name.slice(1);
+  const text = Number.isNaN(x) ? "" : (composed.parts.node.get(x) || [composed.parts.cluster.get(x) || ""])[0];
+  const found = /label="((?:[^"\\]|\\.)*)"|label=([^\s\]]+)/.exec(text);
+  const label = found ? (found[1] !== undefined ? found[1] : found[2]) : "";
+  return label.split("\\n")[0].split(":")[0];
+}
+
+/* Each parameter on one rank with the first op it feeds (as the composer does). */
+function tgrLocalBeside(D, members, pairs, sizes, tab, lines) {
+  const own = new Set(members.filter((m) => !sizes.has(m)).map(tgrLocalName));
+  for (const m of members) {
+    if (sizes.has(m) || D.kind[m] !== "P") continue;
+    const near = pairs.find(([from, to]) => from === tgrLocalName(m) && own.has(to) && D.kind[+to.slice(1)] !== "P");
+    if (near) lines.push(`${tab}{rank=same; ${near[0]}; ${near[1]}}\n`);
+  }
+}
+
+/* Numbers of a shape's outline (a polygon's points, a path's), as its box. */
+function tgrOutline(shape) {
+  const text = shape.getAttribute("points") || shape.getAttribute("d") || "";
+  const numbers = (text.match(/-?\d+(\.\d+)?(e-?\d+)?/g) || []).map(Number);
+  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+  for (let k = 0; k + 1 < numbers.length; k += 2) {
+    x0 = Math.min(x0, numbers[k]); x1 = Math.max(x1, numbers[k]);
+    y0 = Math.min(y0, numbers[k + 1]); y1 = Math.max(y1, numbers[k + 1]);
+  }
+  return [x0, y0, x1, y1];
+}
+
+/* One laid-out container, parsed once: its SVG and its frame's box (its own coordinates). */
+function tgrLaidOut(viz, dot, inner) {
+  const svg = tgrParseSvg(viz.renderString(dot, {format: "svg"}));
+  const frame = inner ? svg.querySelector("g.cluster path, g.cluster polygon") : null;
+  return {svg, box: frame ? tgrOutline(frame) : null};
+}
+
+/* The page-wide cache of laid-out containers, by DOT text. */
+var TGR_LAYOUTS = new Map();
+
+/* Lay out what the composed view needs (the missing containers only, innermost first) and
+   put the results together: one SVG, its elements' ids those of the whole view's DOT. */
+function tgrLayOut(P, composed, viz) {
+  const members = tgrContainers(P, composed), {local, ports} = tgrLocalEdges(composed, members);
+  const sizes = new Map(), laid = new Map();
+  let fresh = 0;
+  const visit = (c) => {
+    for (const m of members.get(c)) if (members.has(m)) visit(m);
+    const own = new Map(members.get(c).filter((m) => members.has(m)).map((m) => [m, sizes.get(m)]));
+    const dot = tgrLocalDot(P, composed, c, members.get(c), local.get(c), ports.get(c), own);
+    let found = TGR_LAYOUTS.get(dot);
+    if (!found) {
+      found = tgrLaidOut(viz, dot, c !== -1);
+      fresh++;
+      if (TGR_LAYOUTS.size > 4000) TGR_LAYOUTS.delete(TGR_LAYOUTS.keys().next().value);
+      TGR_LAYOUTS.set(dot, found);
+    }
+    laid.set(c, found);
+    if (found.box) sizes.set(c, [found.box[2] - found.box[0], found.box[3] - found.box[1]]);
+  };
+  visit(-1);
+  const svg = tgrAssemble(members, laid, -1);
+  svg.dataset.layouts = String(fresh);
+  return svg;
+}
+
+/* A container's drawing with its open children placed in their boxes, recursively. */
+function tgrAssemble(members, laid, c) {
+  const svg = laid.get(c).svg.cloneNode(true);
+  for (const m of members.get(c)) {
+    if (!members.has(m)) continue;
+    const slot = svg.querySelector(`[id="p-${tgrLocalName(m)}"]`);
+    if (!slot) continue;
+    const child = tgrAssemble(members, laid, m), box = laid.get(m).box;
+    const target = tgrOutline(slot.querySelector("polygon, path"));
+    const g = document.createElementNS(svg.namespaceURI, "g");
+    const dx = (target[0] + target[2] - box[0] - box[2]) / 2, dy = (target[1] + target[3] - box[1] - box[3]) / 2;
+    g.setAttribute("transform", `translate(${dx.toFixed(2)} ${dy.toFixed(2)})`);
+    const content = child.querySelector("g.graph");
+    for (const part of [...content.children]) {
+      if (part.tagName === "title" || (part.tagName === "polygon" && !part.closest("g.node, g.cluster, g.edge"))) continue;
+      g.appendChild(part);
+    }
+    slot.replaceWith(g);
+  }
+  return svg;
+}
