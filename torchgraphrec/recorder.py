@@ -12,6 +12,8 @@ from torch import nn
 
 from torchgraphrec._torch import DisableTorchFunction
 from torchgraphrec.capture.capture import Capture, check_ops
+from torchgraphrec.capture.collectives import annotate as annotate_collectives
+from torchgraphrec.distributed import BACKWARD_NOT_SEEN, rank_stamps, save_rank
 from torchgraphrec.errors import CaptureError
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.probes.annotate import annotate
@@ -64,6 +66,13 @@ class Recorder:
             only, with a warning.
         graph: ``"all"`` records every forward into the graph; ``"first"`` only the first
             (probes still see every forward), for long training runs.
+        save_dir: a folder the graph is written into as ``rank-N.json`` (N the rank, 0
+            outside torch.distributed) at each :meth:`step` and on leaving the block, so that
+            a rank killed mid-run leaves what it recorded; compare them with
+            ``torchgraphrec ranks DIR`` (see :func:`~torchgraphrec.compare_ranks`).
+        reduce_ranks: under torch.distributed, each :meth:`step` also reduces the probes'
+            statistics over the ranks with one collective, which every rank makes (the
+            ``reduced`` column of :meth:`frame`); see the "Distributed" docs.
 
     >>> import torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())
@@ -76,7 +85,8 @@ class Recorder:
 
     def __init__(self, model: nn.Module, *, ops: Optional[str] = "torch", backward: bool = True,
                  flops: bool = False, probes: Sequence[Probe] = (),
-                 memory_limit: Optional[int] = None, graph: str = "all") -> None:
+                 memory_limit: Optional[int] = None, graph: str = "all",
+                 save_dir: Any = None, reduce_ranks: bool = False) -> None:
         self.model = check_model(model)
         self.ops = check_ops(ops)
         if graph not in ("all", "first"):
@@ -91,11 +101,14 @@ class Recorder:
         if not all(isinstance(p, Probe) for p in self.probes):
             raise TypeError(f"probes must be made with torchgraphrec.probe(), got {probes!r}")
         self.store = Store(memory_limit)
+        self.save_dir = save_dir
+        self.reduce_ranks = bool(reduce_ranks)
         self._capture: Optional[Capture] = None
         self._engine: Optional[ProbeEngine] = None
         self._recording: Optional[Recording] = None
         self._built_at: Any = None
         self._open = False
+        self._stamps: dict[str, Any] = {}  # the rank's, where torch.distributed is initialized
 
     def __enter__(self) -> "Recorder":
         if self._open:
@@ -109,6 +122,9 @@ class Recorder:
         engine = ProbeEngine(capture.table, self.probes, self.store,
                                                  capture.state.clock) if self.probes else None
         self._capture, self._engine, self._open = capture, engine, True
+        self._stamps = rank_stamps()
+        if self._stamps and self.backward:
+            self._stamps["backward_collectives"] = BACKWARD_NOT_SEEN
         capture.start()
         if engine is not None:
             try:
@@ -132,17 +148,33 @@ class Recorder:
             if self._engine is not None:
                 self._engine.detach()
         self._recording = None
+        if self.save_dir is not None:
+            self._save_on_exit(exc is None)
         failure = capture.failure or (self._engine.failure if self._engine else None)
         if isinstance(failure, CaptureError) and exc is None:
             raise failure
         if failure is not None and exc is None:
             raise CaptureError(f"the recorder failed: {failure!r}") from failure
 
+    def _save_on_exit(self, raise_errors: bool) -> None:
+        try:
+            save_rank(self.graph, self.save_dir)
+        except Exception:  # never masking the user's own exception
+            if raise_errors:
+                raise
+
+    def _reduce_ranks(self) -> None:
+        pass
+
     def step(self) -> None:
         """Mark the end of a training step: probes record parameter updates, and their
         call indices start again from 0 (the graph's ``call_index`` keeps counting)."""
         if self._engine is not None:
             self._engine.next_step()
+        if self.reduce_ranks:
+            self._reduce_ranks()
+        if self.save_dir is not None:
+            save_rank(self.graph, self.save_dir)
 
     def epoch(self) -> None:
         """Mark the end of an epoch (the ``epoch`` column of :meth:`frame`)."""
@@ -205,6 +237,9 @@ class Recorder:
         # the user's should take the build's own torch calls for the model's
         with gc_paused(), DisableTorchFunction():
             graph = capture.graph(share=share)
+            graph.graph.update(self._stamps)
+            if capture.mode is not None:
+                annotate_collectives(graph, capture.events.ops, capture.namer.op_ids)
             annotate(graph, self.store)
         return Recording(graph)
 

@@ -306,6 +306,8 @@ OPTIONAL_NODE_ATTRS: Mapping[str, Mapping[str, Check]] = {
 OPTIONAL_GRAPH_ATTRS: Mapping[str, Check] = {
     "flops": _is_count, "backward_flops": _is_count, "saved_bytes": _is_count,
     "plain_forward_ms": _is_ms,
+    "rank": _is_count, "world_size": _is_count, "dist_backend": _is_str,
+    "backward_collectives": _is_str,
 }
 
 #: Attributes an edge may have, checked where present.
