@@ -316,3 +316,11 @@ def test_is_functional_collective_knows_the_functional_collectives_ops() -> None
     assert _torch.is_functional_collective(torch.ops._c10d_functional.all_gather_into_tensor)
     assert not _torch.is_functional_collective(torch.ops.aten.add)
     assert not _torch.is_functional_collective(torch.add)
+
+
+def test_dtensor_type_is_the_class_with_placements_and_to_local() -> None:
+    found = _torch.dtensor_type()
+    if found is None:
+        pytest.skip("this torch has no DTensor")
+    assert found.__name__ == "DTensor"
+    assert callable(found.to_local) and hasattr(found, "placements")

@@ -25,7 +25,7 @@ __all__ = [
     "function_mode_depth", "function_modes", "functorch_transforms_active", "graph_task_id",
     "has_composite_implicit_kernel", "nested_sizes",
     "pop_dispatch_mode", "pop_function_mode", "pop_saved_tensor_hooks", "push_dispatch_mode",
-    "is_functional_collective", "resolve_process_group",
+    "dtensor_type", "is_functional_collective", "resolve_process_group",
     "push_function_mode", "push_saved_tensor_hooks", "saved_tensor_hooks_enabled",
     "top_saved_tensor_hooks",
     "torch_function_all_disabled",
@@ -289,3 +289,25 @@ def is_functional_collective(func: Any) -> bool:
     False
     """
     return getattr(func, "__module__", "") == "torch._ops._c10d_functional"
+
+
+@functools.lru_cache(maxsize=None)
+def dtensor_type() -> Optional[type]:
+    """The ``DTensor`` class (``torch.distributed.tensor``, before torch 2.5
+    ``torch.distributed._tensor``), or ``None`` where this torch has none.
+
+    >>> dtensor_type() is None or dtensor_type().__name__ == "DTensor"
+    True
+    """
+    import importlib
+
+    if not torch.distributed.is_available():
+        return None
+    for name in ("torch.distributed.tensor", "torch.distributed._tensor"):
+        try:
+            found = getattr(importlib.import_module(name), "DTensor", None)
+        except ImportError:
+            continue
+        if isinstance(found, type):
+            return found
+    return None

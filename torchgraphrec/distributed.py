@@ -12,7 +12,7 @@ import networkx as nx
 
 from torchgraphrec.compare.ranks import graph_of
 
-__all__ = ["rank_stamps", "BACKWARD_NOT_SEEN", "gather", "save_rank"]
+__all__ = ["rank_stamps", "BACKWARD_NOT_SEEN", "gather", "save_rank", "annotate_shards"]
 
 #: Why the recorder draws no backward collective (``g.graph["backward_collectives"]``).
 BACKWARD_NOT_SEEN = (
@@ -87,3 +87,23 @@ def save_rank(graph: nx.DiGraph, folder: Any) -> Any:
     path.parent.mkdir(parents=True, exist_ok=True)
     return write_atomic(path, to_json(graph).encode())
 
+
+
+def annotate_shards(graph: nx.DiGraph, model: Any) -> None:
+    """Give the param nodes of ``DTensor`` parameters (tensor parallel, FSDP2) ``local_shape``
+    (this rank's), ``placements`` (``repr`` of each, e.g. ``"Shard(dim=0)"``) and ``bytes``
+    of this rank's shard; their ``shape`` stays the global one."""
+    from torchgraphrec._torch import dtensor_type
+
+    found = dtensor_type()
+    if found is None:
+        return
+    nodes = graph.nodes
+    for name, tensor in model.named_parameters():
+        attrs = nodes.get(f"param:{name}")
+        if attrs is None or not isinstance(tensor, found):
+            continue
+        local = tensor.detach().to_local()
+        attrs["local_shape"] = tuple(int(d) for d in local.shape)
+        attrs["placements"] = tuple(repr(p) for p in tensor.placements)
+        attrs["bytes"] = local.numel() * local.element_size()

@@ -13,13 +13,15 @@ from torch import nn
 from torchgraphrec._torch import DisableTorchFunction
 from torchgraphrec.capture.capture import Capture, check_ops
 from torchgraphrec.capture.collectives import annotate as annotate_collectives
-from torchgraphrec.distributed import BACKWARD_NOT_SEEN, rank_stamps, save_rank
+from torchgraphrec.distributed import BACKWARD_NOT_SEEN, annotate_shards, rank_stamps, \
+    save_rank
 from torchgraphrec.errors import CaptureError
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.probes.annotate import annotate
 from torchgraphrec.probes.engine import ProbeEngine
 from torchgraphrec.probes.persist import save
 from torchgraphrec.probes.probe import Probe
+from torchgraphrec.probes.ranks import reduce_over_ranks
 from torchgraphrec.probes.select import labels as select_labels
 from torchgraphrec.probes.store import Store, table_of
 from torchgraphrec.recording import Recording, backward_loss
@@ -70,9 +72,10 @@ class Recorder:
             outside torch.distributed) at each :meth:`step` and on leaving the block, so that
             a rank killed mid-run leaves what it recorded; compare them with
             ``torchgraphrec ranks DIR`` (see :func:`~torchgraphrec.compare_ranks`).
-        reduce_ranks: under torch.distributed, each :meth:`step` also reduces the probes'
-            statistics over the ranks with one collective, which every rank makes (the
-            ``reduced`` column of :meth:`frame`); see the "Distributed" docs.
+        reduce_ranks: under torch.distributed, each :meth:`step` (which every rank must
+            call) also reduces the probes' ``mean``, ``rms``, ``l2``, ``min`` and ``max``
+            over the ranks, as if their tensors were one, with one ``all_gather_object``:
+            rows named ``l2@ranks`` and so on in :meth:`frame`, the same on every rank.
 
     >>> import torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())
@@ -103,6 +106,7 @@ class Recorder:
         self.store = Store(memory_limit)
         self.save_dir = save_dir
         self.reduce_ranks = bool(reduce_ranks)
+        self._reduced_from = 0  # the first probe row not reduced over ranks yet
         self._capture: Optional[Capture] = None
         self._engine: Optional[ProbeEngine] = None
         self._recording: Optional[Recording] = None
@@ -123,6 +127,7 @@ class Recorder:
                                                  capture.state.clock) if self.probes else None
         self._capture, self._engine, self._open = capture, engine, True
         self._stamps = rank_stamps()
+        self.store.rank = self._stamps.get("rank")
         if self._stamps and self.backward:
             self._stamps["backward_collectives"] = BACKWARD_NOT_SEEN
         capture.start()
@@ -164,7 +169,8 @@ class Recorder:
                 raise
 
     def _reduce_ranks(self) -> None:
-        pass
+        if self._stamps:  # under torch.distributed only: elsewhere there is nothing to reduce
+            self._reduced_from = reduce_over_ranks(self.store, self._reduced_from)
 
     def step(self) -> None:
         """Mark the end of a training step: probes record parameter updates, and their
@@ -238,6 +244,8 @@ class Recorder:
         with gc_paused(), DisableTorchFunction():
             graph = capture.graph(share=share)
             graph.graph.update(self._stamps)
+            if self._stamps:
+                annotate_shards(graph, self.model)
             if capture.mode is not None:
                 annotate_collectives(graph, capture.events.ops, capture.namer.op_ids)
             annotate(graph, self.store)
