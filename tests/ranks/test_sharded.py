@@ -45,9 +45,9 @@ def _ddp(model: nn.Module) -> nn.Module:
 
 
 def _train(model: nn.Module, rank: int, recorder: Callable[[nn.Module], Any] | None
-           ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Three SGD steps (recorded with ``recorder`` where given): each output, then the
-    parameters (this rank's shards)."""
+           ) -> tuple[list[torch.Tensor], list[torch.Tensor], Any]:
+    """Three SGD steps (recorded with ``recorder`` where given): each output, the
+    parameters (this rank's shards) and the recorder's frame()."""
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     outputs = []
     rec = recorder(model) if recorder else None
@@ -66,7 +66,8 @@ def _train(model: nn.Module, rank: int, recorder: Callable[[nn.Module], Any] | N
     finally:
         if rec is not None:
             rec.__exit__(None, None, None)
-    return outputs, [_local(p).clone() for p in model.parameters()]
+    frame = rec.frame() if rec is not None else None  # never raises on DTensors
+    return outputs, [_local(p).clone() for p in model.parameters()], frame
 
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:
@@ -86,9 +87,11 @@ def _identical(ctx: Rank, wrap: str) -> dict:
     probes = [tgr.probe("output", keep=["l2", "mean"]), tgr.probe("param_grad", keep="l2")]
     recorded = _train(WRAPS[wrap](_mlp()), ctx.rank,
                       lambda model: tgr.Recorder(model, backward=True, probes=probes))
+    frame = recorded[2]
     return {"outputs": all(torch.equal(a, b) for a, b in zip(plain[0], recorded[0])),
             "params": all(torch.equal(a, b) for a, b in zip(plain[1], recorded[1])),
-            "count": len(plain[1])}
+            "count": len(plain[1]),
+            "frame": (sorted(set(frame["site"])), sorted(set(frame["rank"])))}
 
 
 for _wrap in WRAPS:
@@ -99,8 +102,9 @@ for _wrap in WRAPS:
     "ddp", pytest.param("fsdp2", marks=pytest.mark.needs("fully_shard")),
     pytest.param("tensor_parallel", marks=pytest.mark.needs("dtensor"))])
 def test_three_steps_are_bit_identical_with_and_without_a_recorder(ranks, wrap: str) -> None:
-    for found in ranks(f"identical_{wrap}"):
-        assert found == {"outputs": True, "params": True, "count": 4}
+    for rank, found in enumerate(ranks(f"identical_{wrap}")):
+        assert found == {"outputs": True, "params": True, "count": 4,
+                         "frame": (["output", "param_grad"], [rank])}
 
 
 @on_ranks
