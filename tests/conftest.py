@@ -61,6 +61,16 @@ def _as_subclass_under_dispatch_mode() -> bool:
     return True
 
 
+def _has(module: str, name: str) -> bool:
+    """Whether ``module`` (importable) has the public ``name``."""
+    import importlib
+
+    try:
+        return hasattr(importlib.import_module(module), name)
+    except ImportError:
+        return False
+
+
 #: What ``@pytest.mark.needs(name)`` asks of the torch the suite runs on: whether it has it,
 #: and the reason the test is skipped where not.
 NEEDS = {
@@ -78,6 +88,15 @@ NEEDS = {
     "transformers_5": (_major("transformers") >= 5,
                        "written against transformers 5's modeling code, which needs a newer "
                        "torch than this one"),
+    "dtensor": (_torch.dtensor_type() is not None
+                and _has("torch.distributed.tensor.parallel", "parallelize_module"),
+                "this torch has no DTensor with tensor parallel's parallelize_module"),
+    "fully_shard": (_has("torch.distributed.fsdp", "fully_shard"),
+                    "this torch has no public FSDP2 (torch.distributed.fsdp.fully_shard, "
+                    "torch 2.6 and later)"),
+    "comm_debug_mode": (_has("torch.distributed.tensor.debug", "CommDebugMode"),
+                        "this torch has no public CommDebugMode "
+                        "(torch.distributed.tensor.debug)"),
     "pinned_torch": (torch.__version__.split("+")[0] == _pinned_torch(),
                      "the picture was drawn with constraints.txt's torch, and another torch "
                      "records other ops"),

@@ -293,3 +293,34 @@ def test_disable_dispatch_modes_sets_every_mode_aside_and_back() -> None:
             torch.ones(2).detach()
         assert _torch.dispatch_modes() == [mode]
     assert mode.seen == []
+
+
+def test_resolve_process_group_finds_a_group_by_its_name(tmp_path) -> None:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        pytest.skip("this torch is built without torch.distributed")
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        group = dist.group.WORLD
+        assert _torch.resolve_process_group(group.group_name) is group
+        with pytest.raises(LookupError, match="no process group named 'no such group'"):
+            _torch.resolve_process_group("no such group")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_is_functional_collective_knows_the_functional_collectives_ops() -> None:
+    assert _torch.is_functional_collective(torch.ops._c10d_functional.all_reduce)
+    assert _torch.is_functional_collective(torch.ops._c10d_functional.all_gather_into_tensor)
+    assert not _torch.is_functional_collective(torch.ops.aten.add)
+    assert not _torch.is_functional_collective(torch.add)
+
+
+def test_dtensor_type_is_the_class_with_placements_and_to_local() -> None:
+    found = _torch.dtensor_type()
+    if found is None:
+        pytest.skip("this torch has no DTensor")
+    assert found.__name__ == "DTensor"
+    assert callable(found.to_local) and hasattr(found, "placements")

@@ -1,6 +1,8 @@
 """torchgraphrec: record one real execution of a PyTorch model as a networkx graph."""
 
 from torchgraphrec.compare import GraphDiff, diff
+from torchgraphrec.compare.ranks import RankComparison, compare_ranks
+from torchgraphrec.distributed import gather
 from torchgraphrec.errors import CaptureError, SchemaError, TorchGraphRecError
 from torchgraphrec.graph import collapse, from_json, to_json, validate
 from torchgraphrec.recording import Recording
@@ -23,6 +25,9 @@ __all__ = [
     "to_dot",
     "diff",
     "GraphDiff",
+    "gather",
+    "compare_ranks",
+    "RankComparison",
     "SCHEMA_VERSION",
     "TorchGraphRecError",
     "SchemaError",

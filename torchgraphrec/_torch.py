@@ -25,6 +25,7 @@ __all__ = [
     "function_mode_depth", "function_modes", "functorch_transforms_active", "graph_task_id",
     "has_composite_implicit_kernel", "nested_sizes",
     "pop_dispatch_mode", "pop_function_mode", "pop_saved_tensor_hooks", "push_dispatch_mode",
+    "dtensor_type", "is_functional_collective", "resolve_process_group",
     "push_function_mode", "push_saved_tensor_hooks", "saved_tensor_hooks_enabled",
     "top_saved_tensor_hooks",
     "torch_function_all_disabled",
@@ -257,3 +258,56 @@ GLOBAL_FORWARD_HOOKS_TAKE_KWARGS: bool = _takes_keyword(register_module_forward_
 
 #: The frame of the running function (CPython's).
 current_frame: Callable[[], FrameType] = sys._getframe
+
+
+# -- torch.distributed ---------------------------------------------------------------------
+
+
+def resolve_process_group(group_name: str) -> Any:
+    """The process group named ``group_name`` (the name the functional collectives take);
+    raises ``LookupError`` where this torch cannot resolve names or knows none such."""
+    import torch.distributed.distributed_c10d as c10d
+
+    resolve = getattr(c10d, "_resolve_process_group", None)
+    if resolve is None:
+        raise LookupError("this torch cannot resolve a process group by name "
+                          "(torch.distributed.distributed_c10d._resolve_process_group)")
+    try:
+        return resolve(group_name)
+    except (RuntimeError, ValueError, KeyError) as exc:
+        raise LookupError(f"no process group named {group_name!r}: {exc}") from None
+
+
+def is_functional_collective(func: Any) -> bool:
+    """Whether ``func`` is one of the functional collectives' ops
+    (``torch.ops._c10d_functional.*``, which ``torch.distributed._functional_collectives``
+    calls), as a torch-function mode is handed them.
+
+    >>> is_functional_collective(torch.ops._c10d_functional.all_reduce)
+    True
+    >>> is_functional_collective(torch.add)
+    False
+    """
+    return getattr(func, "__module__", "") == "torch._ops._c10d_functional"
+
+
+@functools.lru_cache(maxsize=None)
+def dtensor_type() -> Optional[type]:
+    """The ``DTensor`` class (``torch.distributed.tensor``, before torch 2.5
+    ``torch.distributed._tensor``), or ``None`` where this torch has none.
+
+    >>> dtensor_type() is None or dtensor_type().__name__ == "DTensor"
+    True
+    """
+    import importlib
+
+    if not torch.distributed.is_available():
+        return None
+    for name in ("torch.distributed.tensor", "torch.distributed._tensor"):
+        try:
+            found = getattr(importlib.import_module(name), "DTensor", None)
+        except ImportError:
+            continue
+        if isinstance(found, type):
+            return found
+    return None

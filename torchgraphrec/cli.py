@@ -1,8 +1,8 @@
-"""The command line: ``torchgraphrec render|diff|summary|demo|doctor``; parsing only, work done elsewhere.
+"""The command line: ``torchgraphrec render|diff|summary|ranks|demo|doctor``; parsing only, work done elsewhere.
 
 Errors are one line on stderr (and the notes it carries: the module call that raised it, a
-hint) with exit status 1 (2 for usage errors; ``diff`` exits 0 when
-the models are the same, 1 when they differ and 2 on any error, as ``diff`` does).
+hint) with exit status 1 (2 for usage errors; ``diff`` and ``ranks`` exit 0 when the same, 1
+when they differ and 2 on any error, as ``diff`` does).
 ``--help``, ``render recording.json``, ``summary recording.json`` and ``diff a.json b.json``
 never import torch.
 """
@@ -132,6 +132,13 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("-o", "--output", required=True, type=Path, metavar="DIR",
                       help="folder to write the outputs into (created if missing)")
     _add_summary(commands)
+    ranks = commands.add_parser(
+        "ranks", help="compare the graphs each rank saved; exit 0 if the same, 1 if not",
+        description="DIR holds rank-N.json files written by Recorder(..., save_dir=DIR). "
+                    "Prints which ranks ran a graph different from the first rank's and where "
+                    "each first parts, aligned on collectives. Exit status: 0 the same, 1 "
+                    "different, 2 trouble.")
+    ranks.add_argument("folder", metavar="DIR", type=Path)
     commands.add_parser("doctor", help="show which layout engines were found and what they write")
     return parser
 
@@ -183,6 +190,14 @@ def _demo(options: argparse.Namespace) -> int:
     return 0
 
 
+def _ranks(options: argparse.Namespace) -> int:
+    from torchgraphrec.commands import compare_rank_files
+
+    found = compare_rank_files(options.folder)
+    print(found.summary())
+    return 0 if found.same else 1
+
+
 def _doctor(options: argparse.Namespace) -> int:
     from torchgraphrec.commands import doctor_report
 
@@ -209,9 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     options = _parser().parse_args(argv)
     handlers = {"render": _render, "diff": _diff, "summary": _summary, "demo": _demo,
-                "doctor": _doctor}
+                "doctor": _doctor, "ranks": _ranks}
     try:
         return handlers[options.command](options)
     except Exception as exc:  # one clear line and its notes, not a traceback, for any failure
         print(error_text(exc), file=sys.stderr)
-        return 2 if options.command == "diff" else 1  # diff's 1 means "they differ"
+        return 2 if options.command in ("diff", "ranks") else 1  # their 1: "they differ"

@@ -6,8 +6,8 @@ import platform
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-__all__ = ["load_graph", "dtype_hint", "needs_flops", "render_target", "diff_targets", "summary_target",
-           "doctor_report"]
+__all__ = ["load_graph", "dtype_hint", "needs_flops", "render_target", "diff_targets",
+           "summary_target", "doctor_report", "compare_rank_files"]
 
 
 def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]], dtype: str) -> tuple:
@@ -137,3 +137,22 @@ def summary_target(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: s
                          "as .json again), or summarise the model itself: torchgraphrec "
                          "summary pkg.module:factory --input-shape ... --flops")
     return summarize(graph, depth)
+
+
+def compare_rank_files(folder: Path) -> Any:
+    """The :class:`~torchgraphrec.RankComparison` of the ``rank-N.json`` files in ``folder``
+    (torch is not imported)."""
+    from torchgraphrec.compare.ranks import compare_ranks
+    from torchgraphrec.graph import from_json
+
+    paths = sorted(Path(folder).glob("rank-*.json"), key=_rank_number)
+    if not paths:
+        raise FileNotFoundError(f"no rank-N.json in {str(folder)!r} "
+                                f"(written by Recorder(..., save_dir=...))")
+    return compare_ranks([from_json(path.read_text(encoding="utf-8")) for path in paths])
+
+
+def _rank_number(path: Path) -> int:
+    """``rank-12.json`` -> 12 (files named otherwise sort first)."""
+    tail = path.stem.partition("-")[2]
+    return int(tail) if tail.isdigit() else -1

@@ -12,12 +12,16 @@ from torch import nn
 
 from torchgraphrec._torch import DisableTorchFunction
 from torchgraphrec.capture.capture import Capture, check_ops
+from torchgraphrec.capture.collectives import annotate as annotate_collectives
+from torchgraphrec.distributed import BACKWARD_NOT_SEEN, annotate_shards, rank_stamps, \
+    save_rank
 from torchgraphrec.errors import CaptureError
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.probes.annotate import annotate
 from torchgraphrec.probes.engine import ProbeEngine
 from torchgraphrec.probes.persist import save
 from torchgraphrec.probes.probe import Probe
+from torchgraphrec.probes.ranks import reduce_over_ranks
 from torchgraphrec.probes.select import labels as select_labels
 from torchgraphrec.probes.store import Store, table_of
 from torchgraphrec.recording import Recording, backward_loss
@@ -64,6 +68,14 @@ class Recorder:
             only, with a warning.
         graph: ``"all"`` records every forward into the graph; ``"first"`` only the first
             (probes still see every forward), for long training runs.
+        save_dir: a folder the graph is written into as ``rank-N.json`` (N the rank, 0
+            outside torch.distributed) at each :meth:`step` and on leaving the block, so that
+            a rank killed mid-run leaves what it recorded; compare them with
+            ``torchgraphrec ranks DIR`` (see :func:`~torchgraphrec.compare_ranks`).
+        reduce_ranks: under torch.distributed, each :meth:`step` (which every rank must
+            call) also reduces the probes' ``mean``, ``rms``, ``l2``, ``min`` and ``max``
+            over the ranks, as if their tensors were one, with one ``all_gather_object``:
+            rows named ``l2@ranks`` and so on in :meth:`frame`, the same on every rank.
 
     >>> import torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())
@@ -76,7 +88,8 @@ class Recorder:
 
     def __init__(self, model: nn.Module, *, ops: Optional[str] = "torch", backward: bool = True,
                  flops: bool = False, probes: Sequence[Probe] = (),
-                 memory_limit: Optional[int] = None, graph: str = "all") -> None:
+                 memory_limit: Optional[int] = None, graph: str = "all",
+                 save_dir: Any = None, reduce_ranks: bool = False) -> None:
         self.model = check_model(model)
         self.ops = check_ops(ops)
         if graph not in ("all", "first"):
@@ -91,11 +104,15 @@ class Recorder:
         if not all(isinstance(p, Probe) for p in self.probes):
             raise TypeError(f"probes must be made with torchgraphrec.probe(), got {probes!r}")
         self.store = Store(memory_limit)
+        self.save_dir = save_dir
+        self.reduce_ranks = bool(reduce_ranks)
+        self._reduced_from = 0  # the first probe row not reduced over ranks yet
         self._capture: Optional[Capture] = None
         self._engine: Optional[ProbeEngine] = None
         self._recording: Optional[Recording] = None
         self._built_at: Any = None
         self._open = False
+        self._stamps: dict[str, Any] = {}  # the rank's, where torch.distributed is initialized
 
     def __enter__(self) -> "Recorder":
         if self._open:
@@ -109,6 +126,10 @@ class Recorder:
         engine = ProbeEngine(capture.table, self.probes, self.store,
                                                  capture.state.clock) if self.probes else None
         self._capture, self._engine, self._open = capture, engine, True
+        self._stamps = rank_stamps()
+        self.store.rank = self._stamps.get("rank")
+        if self._stamps and self.backward:
+            self._stamps["backward_collectives"] = BACKWARD_NOT_SEEN
         capture.start()
         if engine is not None:
             try:
@@ -132,17 +153,34 @@ class Recorder:
             if self._engine is not None:
                 self._engine.detach()
         self._recording = None
+        if self.save_dir is not None:
+            self._save_on_exit(exc is None)
         failure = capture.failure or (self._engine.failure if self._engine else None)
         if isinstance(failure, CaptureError) and exc is None:
             raise failure
         if failure is not None and exc is None:
             raise CaptureError(f"the recorder failed: {failure!r}") from failure
 
+    def _save_on_exit(self, raise_errors: bool) -> None:
+        try:
+            save_rank(self.graph, self.save_dir)
+        except Exception:  # never masking the user's own exception
+            if raise_errors:
+                raise
+
+    def _reduce_ranks(self) -> None:
+        if self._stamps:  # under torch.distributed only: elsewhere there is nothing to reduce
+            self._reduced_from = reduce_over_ranks(self.store, self._reduced_from)
+
     def step(self) -> None:
         """Mark the end of a training step: probes record parameter updates, and their
         call indices start again from 0 (the graph's ``call_index`` keeps counting)."""
         if self._engine is not None:
             self._engine.next_step()
+        if self.reduce_ranks:
+            self._reduce_ranks()
+        if self.save_dir is not None:
+            save_rank(self.graph, self.save_dir)
 
     def epoch(self) -> None:
         """Mark the end of an epoch (the ``epoch`` column of :meth:`frame`)."""
@@ -205,6 +243,11 @@ class Recorder:
         # the user's should take the build's own torch calls for the model's
         with gc_paused(), DisableTorchFunction():
             graph = capture.graph(share=share)
+            graph.graph.update(self._stamps)
+            if self._stamps:
+                annotate_shards(graph, self.model)
+            if capture.mode is not None:
+                annotate_collectives(graph, capture.events.ops, capture.namer.op_ids)
             annotate(graph, self.store)
         return Recording(graph)
 

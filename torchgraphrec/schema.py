@@ -97,6 +97,25 @@ Values
     * ``collapsed`` on layers and ``count`` on edges: written by
       :func:`~torchgraphrec.collapse`.
 
+Distributed
+    Under ``torch.distributed`` (a process group initialized when the recording began) the
+    graph has ``rank``, ``world_size`` and ``dist_backend`` (absent otherwise; not
+    ``backend``, a keyword networkx keeps for itself), and with a backward recorded
+    ``backward_collectives``: ``"not seen: <why>"``, since the backward's collectives run
+    below the recorder. A collective's op node (``all_reduce``, ``broadcast``, the
+    functional collectives...) has ``collective`` (one of ``all_reduce``, ``all_gather``,
+    ``reduce_scatter``, ``broadcast``, ``all_to_all``, ``reduce``, ``gather``, ``scatter``,
+    ``send``, ``recv``), ``group_name`` (str), ``group_ranks`` (tuple of the group's global
+    ranks), ``comm_bytes`` (int: the bytes of the tensors this rank hands to it; for
+    ``recv``, and ``scatter`` off its source, the buffer it receives into), ``phase``
+    (``"forward"`` or ``"backward"``) and ``coll_seq`` (its place among this rank's
+    collectives in that group during the recording, from 0). An in-place collective
+    makes a new value of the tensor it writes (a new tensor number: collectives leave the
+    version counter as it was), and later readers read that value. A param node of a
+    sharded parameter (a ``DTensor``: tensor parallel, FSDP2) keeps the global ``shape`` and
+    has ``local_shape`` (this rank's), ``placements`` (tuple of ``repr(placement)``, e.g.
+    ``"Shard(dim=0)"``) and ``bytes`` of this rank's shard.
+
 Costs
     What running the model cost, on ops and layer calls (a layer's numbers include
     everything inside it), where recorded:
@@ -291,14 +310,22 @@ _COSTS: Mapping[str, Check] = {
     "forward_ms": _is_ms, "self_ms": _is_ms, "backward_ms": _is_ms,
 }
 
+#: A collective's op attributes (under torch.distributed).
+_COLLECTIVE: Mapping[str, Check] = {
+    "collective": _is_str, "group_name": _is_str, "group_ranks": _is_shape,
+    "comm_bytes": _is_count, "phase": lambda value: value in ("forward", "backward"),
+    "coll_seq": _is_count,
+}
+
 #: Attributes a node may have, by kind, checked where present.
 OPTIONAL_NODE_ATTRS: Mapping[str, Mapping[str, Check]] = {
     NodeKind.LAYER.value: {**_BACKWARD_TIMES, **_COSTS, "collapsed": _is_count,
                            "output_bytes": _is_count, "param_bytes": _is_count,
                            "trainable_params": _is_count},
     NodeKind.TENSOR.value: {"name": _is_str, "nested": _is_bool, "bytes": _is_count},
-    NodeKind.PARAM.value: {"bytes": _is_count},
-    NodeKind.OP.value: {**_BACKWARD_TIMES, **_COSTS, "shape": _is_shape, "dtype": _is_str},
+    NodeKind.PARAM.value: {"bytes": _is_count, "local_shape": _is_shape, "placements": _is_ids},
+    NodeKind.OP.value: {**_BACKWARD_TIMES, **_COSTS, "shape": _is_shape, "dtype": _is_str,
+                        **_COLLECTIVE},
 }
 
 #: Graph attributes that may be present, checked where present: the model's cost totals
@@ -306,6 +333,8 @@ OPTIONAL_NODE_ATTRS: Mapping[str, Mapping[str, Check]] = {
 OPTIONAL_GRAPH_ATTRS: Mapping[str, Check] = {
     "flops": _is_count, "backward_flops": _is_count, "saved_bytes": _is_count,
     "plain_forward_ms": _is_ms,
+    "rank": _is_count, "world_size": _is_count, "dist_backend": _is_str,
+    "backward_collectives": _is_str,
 }
 
 #: Attributes an edge may have, checked where present.

@@ -85,8 +85,21 @@ def _footer(graph: nx.DiGraph, found: Mapping[str, Any]) -> list[str]:
     lines.append(f"Input size: {cost_text(found['input_bytes'], 'bytes')}")
     if found["param_bytes"] is not None:
         lines.append(f"Params size: {cost_text(found['param_bytes'], 'bytes')}")
+    lines += _sharded(graph)
     lines.append(f"{found['calls']} module calls in {graph.graph.get('model', '?')}")
     return lines
+
+
+def _sharded(graph: nx.DiGraph) -> list[str]:
+    """A line naming the parameters sharded over ranks (counts above are global), if any."""
+    sharded = [attrs["qualname"] for _, attrs in graph.nodes(data=True)
+               if attrs.get("kind") == "param" and any(
+                   str(p).startswith("Shard") for p in attrs.get("placements") or ())]
+    if not sharded:
+        return []
+    shown = ", ".join(sharded[:6]) + (", ..." if len(sharded) > 6 else "")
+    return [f"Sharded params: {len(sharded)} (global counts above; this rank holds a shard "
+            f"of each): {shown}"]
 
 
 def summarize(graph: nx.DiGraph, depth: Optional[int] = None,

@@ -13,6 +13,7 @@ from torch.overrides import TorchFunctionMode
 from torchgraphrec._torch import DisableTorchFunction, autograd_sequence_number, \
     function_mode_depth, function_modes, pop_function_mode, push_function_mode
 from torchgraphrec.capture.calibrate import DispatchCosts
+from torchgraphrec.capture.collectives import collective_call
 from torchgraphrec.capture.opnames import TENSOR, mutates_by_name, op_name_of
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 from torchgraphrec.capture.values import version_of
@@ -211,8 +212,10 @@ class OpMode(TorchFunctionMode):
                     first = changed[0][0]
                 elif name == "backward" and inputs:
                     first = _BackwardFrom(inputs[0])  # an op: what it ran is its own cost
-                else:
-                    return out  # returned no tensor and changed none: not an op
+                else:  # a collective (which bumps no version), or not an op
+                    changed, first = collective_call(self, func, name, args, kwargs)
+                    if first is None:
+                        return out  # returned no tensor and changed none: not an op
             current, ops = self._current, self._ops
             call = self._stack[-1] if self._stack else -1
             refs = []

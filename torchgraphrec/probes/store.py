@@ -10,6 +10,7 @@ import torch
 
 from torchgraphrec.probes.probe import Probe
 from torchgraphrec.probes.reduce import Reducer, make_reducer
+from torchgraphrec.probes.shards import local_shard
 
 __all__ = ["Observation", "Store", "table_of", "FRAME_COLUMNS"]
 
@@ -39,13 +40,18 @@ class Store:
         self.reducers: dict[tuple[str, str], dict[tuple[str, str], Reducer]] = {}
         self.rows: list[tuple[Observation, str, torch.Tensor]] = []
         self.memory: dict[Any, torch.Tensor] = {}  # what remembering statistics remember
+        self.numels: dict[int, int] = {}  # row -> its tensor's elements (reduce_ranks)
+        self.rank: Optional[int] = None  # under torch.distributed: frame() has a rank column
 
     def add(self, probe: Probe, seen: Observation, tensor: torch.Tensor) -> None:
-        """Apply each of ``probe``'s statistics to ``tensor`` and keep the results."""
+        """Apply each of ``probe``'s statistics to ``tensor`` (this rank's shard of a
+        ``DTensor``) and keep the results."""
+        tensor = local_shard(tensor)
         for keeper in probe.keepers:
             key = (seen.module, seen.call_index, seen.site, seen.path, keeper.name)
             value = keeper(key, tensor, self.memory)
             if value.dim() == 0 and probe.reduce == "all":  # a reduction is a memory choice
+                self.numels[len(self.rows)] = tensor.numel()
                 self.rows.append((seen, keeper.name, value.detach()))
             elif not self._room_for(value):
                 continue
@@ -89,11 +95,15 @@ class Store:
         import pandas
 
         if not self.rows:
-            return pandas.DataFrame(columns=FRAME_COLUMNS)
-        values = torch.stack([value.to("cpu", torch.float64) for _, _, value in self.rows])
-        records = [(*vars(seen).values(), stat) for seen, stat, _ in self.rows]
-        table = pandas.DataFrame(records, columns=FRAME_COLUMNS[:-1])
-        table["value"] = values.tolist()
+            table = pandas.DataFrame(columns=FRAME_COLUMNS)
+        else:
+            values = torch.stack([local_shard(value).to("cpu", torch.float64)
+                                  for _, _, value in self.rows])
+            records = [(*vars(seen).values(), stat) for seen, stat, _ in self.rows]
+            table = pandas.DataFrame(records, columns=FRAME_COLUMNS[:-1])
+            table["value"] = values.tolist()
+        if self.rank is not None:
+            table.insert(0, "rank", self.rank)
         return table
 
 
@@ -120,4 +130,6 @@ def table_of(store: Store, by: Optional[Union[str, Sequence[str]]],
     if by is None:
         return table
     keys = ([by] if isinstance(by, str) else list(by)) + ["module", "site", "path", "stat"]
+    if "rank" in table.columns and "rank" not in keys:
+        keys.insert(0, "rank")
     return table.groupby(keys, sort=True)["value"].agg(list(agg)).reset_index()

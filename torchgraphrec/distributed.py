@@ -1,0 +1,109 @@
+"""Ranks on the graph: the rank stamps of a recording made under torch.distributed, and gather().
+
+Nothing here communicates implicitly: :func:`gather` is a collective the user calls on every
+rank; reading the stamps only asks the local process group what it already knows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import networkx as nx
+
+from torchgraphrec.compare.ranks import graph_of
+
+__all__ = ["rank_stamps", "BACKWARD_NOT_SEEN", "gather", "save_rank", "annotate_shards"]
+
+#: Why the recorder draws no backward collective (``g.graph["backward_collectives"]``).
+BACKWARD_NOT_SEEN = (
+    "not seen: the backward's collectives (DDP's bucket all-reduce, FSDP2's re-gathers and "
+    "reduce-scatters) run from C++ autograd hooks, below the recorder's torch-function mode; "
+    "torch's flight recorder logs them (TORCH_FR_BUFFER_SIZE set before init_process_group)")
+
+
+def _dist() -> Any:
+    """``torch.distributed`` where a process group is initialized, else ``None``."""
+    import torch.distributed as dist
+
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+def rank_stamps() -> dict[str, Any]:
+    """``rank``, ``world_size`` and ``dist_backend`` of the default process group, or ``{}``
+    where torch.distributed is not initialized (asks nothing of the other ranks).
+
+    >>> rank_stamps()
+    {}
+    """
+    dist = _dist()
+    if dist is None:
+        return {}
+    return {"rank": int(dist.get_rank()), "world_size": int(dist.get_world_size()),
+            "dist_backend": str(dist.get_backend())}
+
+
+def gather(rec_or_graph: Any, dst: int = 0, group: Optional[Any] = None
+           ) -> Optional[list[nx.DiGraph]]:
+    """Every rank's graph, in rank order, on rank ``dst`` (``None`` on the others).
+
+    A collective: every rank of ``group`` (default: the whole world) must call it, as with
+    any ``torch.distributed`` collective. The graphs travel as their JSON text
+    (:func:`~torchgraphrec.to_json`), through ``gather_object``.
+
+    Raises ``RuntimeError`` where torch.distributed is not initialized.
+    """
+    from torchgraphrec.graph import from_json, to_json
+
+    dist = _dist()
+    if dist is None:
+        raise RuntimeError("gather() needs torch.distributed initialized "
+                           "(init_process_group) on every rank")
+    text = to_json(graph_of(rec_or_graph))
+    here = dist.get_rank()
+    size = dist.get_world_size(group)
+    found: Optional[list] = [None] * size if here == dst else None
+    dist.gather_object(text, found, dst=dst, group=group)
+    if found is None:
+        return None
+    return [from_json(item, check=False) for item in found]
+
+
+def save_rank(graph: nx.DiGraph, folder: Any) -> Any:
+    """Write ``graph`` to ``folder/rank-N.json`` (N its ``rank``, 0 without one), atomically:
+    a rank killed later leaves the last one written whole.
+
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> save_rank(nx.DiGraph(schema_version="2.1", model="M", torch_version="2", ops="none",
+    ...                      rank=1), folder).name
+    'rank-1.json'
+    """
+    from pathlib import Path
+
+    from torchgraphrec.files import write_atomic
+    from torchgraphrec.graph import to_json
+
+    path = Path(folder) / f"rank-{graph.graph.get('rank', 0)}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, to_json(graph).encode())
+
+
+
+def annotate_shards(graph: nx.DiGraph, model: Any) -> None:
+    """Give the param nodes of ``DTensor`` parameters (tensor parallel, FSDP2) ``local_shape``
+    (this rank's), ``placements`` (``repr`` of each, e.g. ``"Shard(dim=0)"``) and ``bytes``
+    of this rank's shard; their ``shape`` stays the global one."""
+    from torchgraphrec._torch import dtensor_type
+
+    found = dtensor_type()
+    if found is None:
+        return
+    nodes = graph.nodes
+    for name, tensor in model.named_parameters():
+        attrs = nodes.get(f"param:{name}")
+        if attrs is None or not isinstance(tensor, found):
+            continue
+        local = tensor.detach().to_local()
+        attrs["local_shape"] = tuple(int(d) for d in local.shape)
+        attrs["placements"] = tuple(repr(p) for p in tensor.placements)
+        attrs["bytes"] = local.numel() * local.element_size()
