@@ -15,7 +15,7 @@ from torchgraphrec.capture.backward import BackwardClock, owners
 from torchgraphrec.capture.build import build_graph
 from torchgraphrec.capture.calibrate import dispatch_costs
 from torchgraphrec.capture.calls import CallTracker
-from torchgraphrec.capture.events import Events
+from torchgraphrec.capture.events import OP_NUMBER, Events
 from torchgraphrec.capture.opcosts import CountingOpMode, OpCosts
 from torchgraphrec.capture.fastpath import FAST_PATH_TYPES, AtenMode, FastPathSwitch
 from torchgraphrec.capture.growth import Growth
@@ -191,7 +191,7 @@ class Capture:
         if not ops or self.state.chains.too_deep:
             return []
         found = walk(roots, self._number, _autograd_number())
-        pairs = owners([op[11] for op in ops], found, self._first_op, is_function_node)
+        pairs = owners([op[OP_NUMBER] for op in ops], found, self._first_op, is_function_node)
         return [(node, self.namer.op_ids[index]) for node, index in pairs]
 
     def graph(self, *, share: bool = False) -> nx.DiGraph:

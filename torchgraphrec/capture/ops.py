@@ -15,7 +15,7 @@ from torchgraphrec._torch import DisableTorchFunction, autograd_sequence_number,
 from torchgraphrec.capture.calibrate import DispatchCosts
 from torchgraphrec.capture.opnames import TENSOR, mutates_by_name, op_name_of
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
-from torchgraphrec.capture.values import version_of
+from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, version_of
 
 __all__ = ["OpMode", "dispatch_half", "prepare", "written_by_schema"]
 
@@ -219,8 +219,9 @@ class OpMode(TorchFunctionMode):
             position = 0
             for tensor in inputs:
                 entry = current.get(id(tensor))
-                if entry is not None and entry[1] == versions[position] and entry[0]() is tensor:
-                    refs.append(entry[2])
+                if entry is not None and entry[ENTRY_VERSION] == versions[position] and \
+                        entry[ENTRY_TENSOR]() is tensor:
+                    refs.append(entry[ENTRY_REF])
                 else:
                     try:
                         refs.append(self._producer(tensor, versions[position], call, t0, entry))
@@ -233,7 +234,7 @@ class OpMode(TorchFunctionMode):
                     self.state.values.changed(tensor, version, index)
             for tensor in results:
                 entry = current.get(id(tensor))
-                if entry is None or entry[2] != index or entry[0]() is not tensor:
+                if entry is None or entry[ENTRY_REF] != index or entry[ENTRY_TENSOR]() is not tensor:
                     try:
                         version = tensor._version
                     except RuntimeError:
@@ -252,6 +253,7 @@ class OpMode(TorchFunctionMode):
                 shape = read_shape(first)
             seq = events.seq + 1
             events.seq = seq + len(refs)
+            # the one place a RawOp is built: its fields in their order (events.OP_*)
             ops.append((name, call, seq, t0, t1, refs, tuple(plain), plain_kwargs, shape,
                         first.dtype, None if grad_fn is None else type(grad_fn).__name__, number,
                         t0 if seq_before == seq - 1 else t1, func))
@@ -270,10 +272,10 @@ class OpMode(TorchFunctionMode):
         """What produced ``tensor`` at ``version``, where its entry does not say at once:
         a change through a view, a param, a constant."""
         values = self.state.values
-        if entry is not None and entry[0]() is tensor:
+        if entry is not None and entry[ENTRY_TENSOR]() is tensor:
             written = values.written(tensor, version, entry)
             if written is not None:
-                return written[2]
+                return written[ENTRY_REF]
         return self.state.unknown(tensor, version, call, t, "constant")
 
     def push(self) -> None:
