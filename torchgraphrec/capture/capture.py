@@ -68,19 +68,15 @@ class Capture:
         self.state = CaptureState(self.table, self.events, autograd=self.ops == "autograd")
         self.state.clock.costs = dispatch_costs()  # before the modes read them
         self.namer = Namer(self.table, self.events, self.state.nested)
-        if self.ops == "torch":
-            self.mode: OpMode | None = (CountingOpMode if flops else OpMode)(self.state)
-        else:
-            self.mode = None
         self.tracker = CallTracker(self.state, self._begin, self._end,
-                                   "constant" if self.mode else None)
+                                   "constant" if self.ops == "torch" else None)
         self.tracker.call_edges = self.ops == "none"
-        if self.mode is not None:
-            self.mode.on_failure = self.tracker.fail
+        self.mode: OpMode | None = None
+        if self.ops == "torch":
+            self.mode = (CountingOpMode if flops else OpMode)(self.state, self.tracker.fail)
             fast = {i for i, m in enumerate(self.table.modules) if isinstance(m, FAST_PATH_TYPES)}
             if fast:  # the switch is asked at the end of every call: only where it can act
-                aten = AtenMode(self.state)
-                aten.on_failure = self.tracker.fail
+                aten = AtenMode(self.state, self.tracker.fail)
                 self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
         self.tracker.keep_grad_fns = backward and self.ops == "torch"
         self.clock = BackwardClock(self.state.clock) if backward else None

@@ -16,7 +16,7 @@ from torchgraphrec._torch import dispatch_mode_at, dispatch_mode_depth, dispatch
     push_dispatch_mode
 from torchgraphrec.capture.costs import UNREADABLE_HOOKS, FlopMode, SavedBytes
 from torchgraphrec.capture.flopways import DISPATCH, FREE, shortcuts_hold, torch_level_counting
-from torchgraphrec.capture.ops import OpMode
+from torchgraphrec.capture.ops import OpMode, OpRecorder
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.errors import SavedBytesNotCounted
 
@@ -26,7 +26,7 @@ __all__ = ["CountingOpMode", "OpCosts"]
 _SAID: set[str] = set()
 
 _Tensor, _Parameter = torch.Tensor, nn.Parameter
-_record_op = OpMode.__torch_function__
+_record_op = OpRecorder.record
 _dispatch_depth: Callable[[], int] = dispatch_mode_depth
 _push_dispatch: Callable[[Any], None] = push_dispatch_mode
 _pop_dispatch: Callable[[], Any] = pop_dispatch_mode
@@ -86,8 +86,9 @@ class CountingOpMode(OpMode):
     dispatch mode stay as they were.
     """
 
-    def __init__(self, state: CaptureState) -> None:
-        super().__init__(state)
+    def __init__(self, state: CaptureState,
+                 on_failure: Callable[[BaseException], Any] = lambda exc: None) -> None:
+        super().__init__(state, on_failure)
         self.flop_mode: FlopMode | None = None
         self.flops: dict[int, int] = {}  # op index -> FLOPs (OpCosts' own dict)
         self._ways: dict[Any, Any] = {}  # torch-level function -> how its FLOPs are counted
