@@ -235,7 +235,8 @@ class OpRecorder:
                     self.state.values.changed(tensor, version, index)
             for tensor in results:
                 entry = current.get(id(tensor))
-                if entry is None or entry[ENTRY_REF] != index or entry[ENTRY_TENSOR]() is not tensor:
+                if entry is None or entry[ENTRY_REF] != index or \
+                        entry[ENTRY_TENSOR]() is not tensor:
                     try:
                         version = tensor._version
                     except RuntimeError:
