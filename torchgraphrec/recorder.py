@@ -12,6 +12,7 @@ from torch import nn
 
 from torchgraphrec._torch import DisableTorchFunction
 from torchgraphrec.capture.capture import Capture, check_ops
+from torchgraphrec.costs import add_costs
 from torchgraphrec.errors import CaptureError
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.probes.annotate import annotate
@@ -204,7 +205,7 @@ class Recorder:
         # the collector's passes cost more than the build itself; and no function mode of
         # the user's should take the build's own torch calls for the model's
         with gc_paused(), DisableTorchFunction():
-            graph = capture.graph(share=share)
+            graph = add_costs(capture.graph(share=share))
             annotate(graph, self.store)
         return Recording(graph)
 

@@ -27,7 +27,6 @@ from torchgraphrec.capture.saved import SavedBytes
 from torchgraphrec.capture.session import autograd_ops
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.tables import ModuleTable
-from torchgraphrec.costs import add_costs
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.schema import OpsMode
 
@@ -205,10 +204,12 @@ class Capture:
         return [(node, self.namer.op_ids[index]) for node, index in pairs]
 
     def graph(self, *, share: bool = False) -> nx.DiGraph:
-        """The recorded graph (a new one each time; ``share``: see :func:`build_graph`)."""
+        """The recorded graph (a new one each time; ``share``: see :func:`build_graph`), with
+        the costs as recorded (what follows from them is
+        :func:`torchgraphrec.costs.add_costs`'s, which works on any graph)."""
         graph = build_graph(self.events, self.table, self.namer, self.ops, share=share)
         if self.clock is not None:
             self.clock.annotate(graph, self.events.t0)
         if self.costs is not None:
             self.costs.annotate(graph)
-        return add_costs(graph)
+        return graph
