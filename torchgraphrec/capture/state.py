@@ -133,14 +133,24 @@ class CaptureState:
         op = entry[ENTRY_REF]
         if type(op) is not int or op < 0:
             return op
-        # an op's result crosses a boundary: it becomes a tensor node, fed by the op
-        number = entry[ENTRY_NUMBER]
+        # an op's result crosses a boundary: it becomes a tensor node, fed by the op (inline
+        # but for the record's layout: this runs between layers, where every call costs
+        # several times its microbenchmark)
+        events, number = self.events, entry[ENTRY_NUMBER]
         if number is None:
-            number = self.values.new_number()
-        events = self.events
-        index = self.tensor_node(tensor, version, number, events.ops[op][OP_CALL], t)
-        events.seq += 1
-        events.boundary_edges.append((op, ~index, events.seq, t))
+            number = self.values.numbers
+            self.values.numbers += 1
+        index = len(events.tensors)
+        try:
+            shape = tensor.shape
+        except RuntimeError:  # a nested tensor
+            shape = read_shape(tensor)
+            self.nested.add(index)
+        seq = events.seq + 1
+        events.seq = seq + 1
+        events.tensors.append(raw_tensor(number, version, shape, tensor.dtype, tensor.device,
+                                         tensor.requires_grad, events.ops[op][OP_CALL], seq, t))
+        events.boundary_edges.append((op, ~index, seq + 1, t))
         current[id(tensor)] = (entry[ENTRY_TENSOR], version, ~index, number)
         return ~index
 
