@@ -13,6 +13,7 @@ from torch import nn
 from torchgraphrec._torch import DisableTorchFunction
 from torchgraphrec.capture.capture import Capture, check_ops
 from torchgraphrec.capture.collectives import annotate as annotate_collectives
+from torchgraphrec.costs import add_costs
 from torchgraphrec.distributed import BACKWARD_NOT_SEEN, annotate_shards, rank_stamps, \
     save_rank
 from torchgraphrec.errors import CaptureError
@@ -242,7 +243,7 @@ class Recorder:
         # the collector's passes cost more than the build itself; and no function mode of
         # the user's should take the build's own torch calls for the model's
         with gc_paused(), DisableTorchFunction():
-            graph = capture.graph(share=share)
+            graph = add_costs(capture.graph(share=share))
             graph.graph.update(self._stamps)
             if self._stamps:
                 annotate_shards(graph, self.model)

@@ -19,7 +19,7 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 import torchgraphrec as tgr
 from helpers import fresh, nodes_of, run_plain
-from torchgraphrec.capture.costs import EXTRA_FORMULAS
+from torchgraphrec.capture.flops.formulas import EXTRA_FORMULAS
 from models import ZOO
 from torchgraphrec.recording import backward_loss
 

@@ -13,9 +13,10 @@ from torch.nn.modules import module as torch_module
 from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, DisableTorchFunction, \
     autograd_sequence_number, call_kwargs, call_kwargs_readable, call_raised, current_frame, \
     graph_task_id
-from torchgraphrec.capture.events import CallRecord
+from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
+from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION
 from torchgraphrec.capture.values import version_of as _version
 
 __all__ = ["CallTracker"]
@@ -134,8 +135,9 @@ class CallTracker:
                         and isinstance(args[0], _Tensor):
                     x = args[0]
                     entry = state.values.current.get(id(x))
-                    ref = entry[2] if entry is not None and entry[0]() is x else None
-                    if type(ref) is int and ref < 0 and entry[1] == _version(x):
+                    ref = entry[ENTRY_REF] if entry is not None and \
+                        entry[ENTRY_TENSOR]() is x else None
+                    if type(ref) is int and ref < 0 and entry[ENTRY_VERSION] == _version(x):
                         inputs = [ref]  # a tensor node already: the usual case
                     else:
                         inputs = [state.boundary(x, t, parent, self.boundary_role)]
@@ -257,7 +259,7 @@ class CallTracker:
         for ref in dict.fromkeys(inputs):
             if type(ref) is not int:
                 continue
-            if caller >= 0 and ~ref not in fed and events.tensors[~ref][6] == caller:
+            if caller >= 0 and ~ref not in fed and events.tensors[~ref][TENSOR_CALL] == caller:
                 fed.add(~ref)
                 events.boundary_edges.append((("call", caller), ref, events.next_seq(), t))
             events.boundary_edges.append((ref, ("call", index), events.next_seq(), t))
@@ -265,7 +267,7 @@ class CallTracker:
     def _edges_out(self, index: int, outputs: list, t: int) -> None:
         events, fed = self.events, self._fed
         for ref in dict.fromkeys(outputs):
-            if type(ref) is int and ~ref not in fed and events.tensors[~ref][6] == index:
+            if type(ref) is int and ~ref not in fed and events.tensors[~ref][TENSOR_CALL] == index:
                 fed.add(~ref)
                 events.boundary_edges.append((("call", index), ref, events.next_seq(), t))
 

@@ -15,16 +15,18 @@ from torchgraphrec.capture.backward import BackwardClock, owners
 from torchgraphrec.capture.build import build_graph
 from torchgraphrec.capture.calibrate import dispatch_costs
 from torchgraphrec.capture.calls import CallTracker
-from torchgraphrec.capture.events import Events
-from torchgraphrec.capture.opcosts import CountingOpMode, OpCosts
+from torchgraphrec.capture.events import OP_NUMBER, Events
 from torchgraphrec.capture.fastpath import FAST_PATH_TYPES, AtenMode, FastPathSwitch
+from torchgraphrec.capture.flops.counts import FlopCounts
+from torchgraphrec.capture.flops.opmode import CountingOpMode
 from torchgraphrec.capture.growth import Growth
 from torchgraphrec.capture.naming import Namer
+from torchgraphrec.capture.opcosts import OpCosts
 from torchgraphrec.capture.ops import OpMode
+from torchgraphrec.capture.saved import SavedBytes
 from torchgraphrec.capture.session import autograd_ops
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.tables import ModuleTable
-from torchgraphrec.costs import add_costs
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.schema import OpsMode
 
@@ -68,29 +70,36 @@ class Capture:
         self.state = CaptureState(self.table, self.events, autograd=self.ops == "autograd")
         self.state.clock.costs = dispatch_costs()  # before the modes read them
         self.namer = Namer(self.table, self.events, self.state.nested)
-        if self.ops == "torch":
-            self.mode: OpMode | None = (CountingOpMode if flops else OpMode)(self.state)
-        else:
-            self.mode = None
         self.tracker = CallTracker(self.state, self._begin, self._end,
-                                   "constant" if self.mode else None)
+                                   "constant" if self.ops == "torch" else None)
         self.tracker.call_edges = self.ops == "none"
-        if self.mode is not None:
-            self.mode.on_failure = self.tracker.fail
-            fast = {i for i, m in enumerate(self.table.modules) if isinstance(m, FAST_PATH_TYPES)}
-            if fast:  # the switch is asked at the end of every call: only where it can act
-                aten = AtenMode(self.state)
-                aten.on_failure = self.tracker.fail
-                self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
-        self.tracker.keep_grad_fns = backward and self.ops == "torch"
         self.clock = BackwardClock(self.state.clock) if backward else None
+        self.mode: OpMode | None = None
+        self.costs: OpCosts | None = None
+        if self.ops == "torch":
+            self._make_op_modes(flops)
+        self.tracker.keep_grad_fns = backward and self.ops == "torch"
         self.first_only = first_only
-        self.costs = OpCosts(self, flops) if self.mode is not None else None
         self.growth = Growth(self.table, self._registered, self.tracker.adopt)
         self._gc: gc_paused | None = None
         self._first_op = 0
         self._number = 0
         self.forwards = 0  # forwards finished (recorded or failed)
+
+    def _make_op_modes(self, flops: bool) -> None:
+        """The op mode, the ATen-level one for fast-path modules, and the op costs."""
+        counts = FlopCounts(self.events.ops, self.state.clock, self.tracker, self.clock) \
+            if flops else None
+        self.mode = OpMode(self.state, self.tracker.fail) if counts is None else \
+            CountingOpMode(self.state, self.tracker.fail, counts)
+        fast = {i for i, m in enumerate(self.table.modules) if isinstance(m, FAST_PATH_TYPES)}
+        if fast:  # the switch is asked at the end of every call: only where it can act
+            aten = AtenMode(self.state, self.tracker.fail)
+            self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
+        saved_bytes = SavedBytes(self.events.ops, self.state.clock)
+        self.costs = OpCosts(counts, saved_bytes, self.table.modules)
+        self.namer.op_costs = self.costs.of_op
+        self.tracker.on_input = self.costs.exclude
 
     @property
     def failure(self) -> BaseException | None:
@@ -191,14 +200,16 @@ class Capture:
         if not ops or self.state.chains.too_deep:
             return []
         found = walk(roots, self._number, _autograd_number())
-        pairs = owners([op[11] for op in ops], found, self._first_op, is_function_node)
+        pairs = owners([op[OP_NUMBER] for op in ops], found, self._first_op, is_function_node)
         return [(node, self.namer.op_ids[index]) for node, index in pairs]
 
     def graph(self, *, share: bool = False) -> nx.DiGraph:
-        """The recorded graph (a new one each time; ``share``: see :func:`build_graph`)."""
+        """The recorded graph (a new one each time; ``share``: see :func:`build_graph`), with
+        the costs as recorded (what follows from them is
+        :func:`torchgraphrec.costs.add_costs`'s, which works on any graph)."""
         graph = build_graph(self.events, self.table, self.namer, self.ops, share=share)
         if self.clock is not None:
             self.clock.annotate(graph, self.events.t0)
         if self.costs is not None:
             self.costs.annotate(graph)
-        return add_costs(graph)
+        return graph

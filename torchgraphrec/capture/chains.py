@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from torchgraphrec.capture import autograd
+from torchgraphrec.capture.events import OP_NUMBER, OP_REFS
 
 __all__ = ["ChainGuard"]
 
@@ -75,11 +76,11 @@ class ChainGuard:
         self._learn_producers()
         for index in range(len(ops)):
             op = ops[index]
-            if op[11] < self.first_number:
+            if op[OP_NUMBER] < self.first_number:
                 continue  # an earlier forward's
-            following = ops[index + 1][11] if index + 1 < len(ops) else number
-            own = max(0, following - op[11])
-            self._depths[index] = own + max([self._depth_of(ref) for ref in op[5]], default=0)
+            following = ops[index + 1][OP_NUMBER] if index + 1 < len(ops) else number
+            own = max(0, following - op[OP_NUMBER])
+            self._depths[index] = own + max([self._depth_of(ref) for ref in op[OP_REFS]], default=0)
 
     def _depth_of(self, ref: Any) -> int:
         if type(ref) is str:

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-__all__ = ["Ref", "CallRecord", "RawTensor", "RawOp", "Events", "Attrs", "layer_id"]
+__all__ = [
+    "Ref", "CallRecord", "RawTensor", "RawOp", "Events", "Attrs", "layer_id", "raw_tensor",
+    "TENSOR_NUMBER", "TENSOR_VERSION", "TENSOR_SHAPE", "TENSOR_DTYPE", "TENSOR_DEVICE",
+    "TENSOR_REQUIRES_GRAD", "TENSOR_CALL", "TENSOR_SEQ", "TENSOR_T", "TENSOR_GRAD_FN",
+    "TENSOR_OUTPUT_NR", "OP_NAME", "OP_CALL", "OP_SEQ", "OP_T_START", "OP_T_END", "OP_REFS",
+    "OP_ARGS", "OP_KWARGS", "OP_SHAPE", "OP_DTYPE", "OP_GRAD_FN", "OP_NUMBER", "OP_T_EDGES",
+    "OP_FUNC",
+]
 
 Attrs = dict[str, Any]
 Ref = Union[int, str]
@@ -55,18 +62,39 @@ class CallRecord:
         self.attrs: Attrs = {}
 
 
-#: A tensor node as noted at a call boundary (or at the first use of a constant):
-#: ``(number, version, shape, dtype, device, requires_grad, call, seq, t, grad_fn,
-#: output_nr)``; ``call`` is the call that produced it (-1: none), ``grad_fn`` and
-#: ``output_nr`` are kept for the autograd view only (``None`` and 0 otherwise).
+#: A tensor node as noted at a call boundary (or at the first use of a constant), a tuple
+#: read through the ``TENSOR_*`` indices below: ``call`` is the call that produced it (-1:
+#: none), ``grad_fn`` and ``output_nr`` are kept for the autograd view only (``None`` and 0
+#: otherwise). Built by :func:`raw_tensor` alone.
 RawTensor = tuple[int, int, Any, Any, Any, bool, int, int, int, Any, int]
+(TENSOR_NUMBER, TENSOR_VERSION, TENSOR_SHAPE, TENSOR_DTYPE, TENSOR_DEVICE,
+ TENSOR_REQUIRES_GRAD, TENSOR_CALL, TENSOR_SEQ, TENSOR_T, TENSOR_GRAD_FN,
+ TENSOR_OUTPUT_NR) = range(11)
 
-#: An op as the op mode noted it: ``(name, call, seq, t_start, t_end, refs, args, kwargs,
-#: shape, dtype, grad_fn, autograd_number, t_edges, func)``. ``refs`` are the producers of its
-#: tensor arguments, in order; its in-edges take the sequence numbers right after its own,
-#: at ``t_edges``. ``grad_fn`` is the class name of autograd's node for its first result
-#: (or ``None``); ``autograd_number`` was autograd's next sequence number when it started.
+#: An op as the op mode noted it, a tuple read through the ``OP_*`` indices below (plain
+#: indices into a tuple: a record built per op must cost no more than the tuple). ``refs``
+#: are the producers of its tensor arguments, in order; its in-edges take the sequence
+#: numbers right after its own, at ``t_edges``. ``grad_fn`` is the class name of
+#: autograd's node for its first result (or ``None``); ``number`` was autograd's next
+#: sequence number when it started. Built in the op handler alone
+#: (:meth:`~torchgraphrec.capture.ops.OpRecorder.record`), in this order.
 RawOp = tuple[str, int, int, int, int, list, tuple, Any, Any, Any, Any, int, int, Any]
+(OP_NAME, OP_CALL, OP_SEQ, OP_T_START, OP_T_END, OP_REFS, OP_ARGS, OP_KWARGS, OP_SHAPE,
+ OP_DTYPE, OP_GRAD_FN, OP_NUMBER, OP_T_EDGES, OP_FUNC) = range(14)
+
+
+def raw_tensor(number: int, version: int, shape: Any, dtype: Any, device: Any,
+               requires_grad: bool, call: int, seq: int, t: int, grad_fn: Any = None,
+               output_nr: int = 0) -> RawTensor:
+    """The one place a :data:`RawTensor` is laid out (a version of -1, an inference
+    tensor's, is noted as 0).
+
+    >>> record = raw_tensor(7, -1, (2, 3), "float32", "cpu", False, 0, 5, 100)
+    >>> record[TENSOR_NUMBER], record[TENSOR_VERSION], record[TENSOR_SEQ], record[TENSOR_GRAD_FN]
+    (7, 0, 5, None)
+    """
+    return (number, version if version > 0 else 0, shape, dtype, device, requires_grad, call,
+            seq, t, grad_fn, output_nr)
 
 
 class Events:

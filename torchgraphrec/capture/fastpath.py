@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
 from torchgraphrec._torch import TorchDispatchMode
 from torchgraphrec.capture.calibrate import dispatch_mode_cost
-from torchgraphrec.capture.ops import OpMode, prepare
+from torchgraphrec.capture.ops import OpMode, OpRecorder
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors
 
@@ -51,23 +51,20 @@ def aten_name(func: Any) -> str:
     return func.overloadpacket.__name__
 
 
-class AtenMode(TorchDispatchMode):
+class AtenMode(OpRecorder, TorchDispatchMode):
     """Records the ATen ops a fast-path module runs, into the same records as the op mode
-    (its handler is the op mode's). A dispatch mode leaves ``has_torch_function`` false,
-    so the module computes exactly what it computes unrecorded."""
+    (with the same handler). A dispatch mode leaves ``has_torch_function`` false, so the
+    module computes exactly what it computes unrecorded."""
 
-    __torch_dispatch__ = OpMode.__torch_function__
-    _producer = OpMode._producer
+    __torch_dispatch__ = OpRecorder.record
 
-    def __init__(self, state: CaptureState) -> None:
-        super().__init__()
-        prepare(self, state)
-        self._name_of = aten_name
+    def __init__(self, state: CaptureState,
+                 on_failure: Callable[[BaseException], Any] = lambda exc: None) -> None:
         half = dispatch_mode_cost() // 2
-        self._half_of = lambda func: half
         # the version of a tensor changed in place is bumped above the dispatcher's Python
         # key, after this handler returns: its schema says which arguments it writes
-        self._written_by_schema = True
+        super().__init__(state, aten_name, lambda func: half, on_failure,
+                         written_by_schema=True)
 
 
 class FastPathSwitch:

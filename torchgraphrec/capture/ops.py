@@ -16,9 +16,9 @@ from torchgraphrec.capture.calibrate import DispatchCosts
 from torchgraphrec.capture.collectives import collective_call
 from torchgraphrec.capture.opnames import TENSOR, mutates_by_name, op_name_of
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
-from torchgraphrec.capture.values import version_of
+from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, version_of
 
-__all__ = ["OpMode", "dispatch_half", "prepare", "written_by_schema"]
+__all__ = ["OpMode", "OpRecorder", "dispatch_half", "written_by_schema"]
 
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
@@ -62,21 +62,6 @@ class _NoOps(dict):
 _NO_OPS = _NoOps()
 
 
-def prepare(mode: Any, state: CaptureState) -> None:
-    """Give a recording mode what its handler reads: the same objects for the recorder's
-    life, kept at hand."""
-    mode.state = state
-    mode.on_failure = lambda exc: None
-    mode._current, mode._stack = state.values.current, state.stack
-    mode._events, mode._ops, mode._chains = state.events, state.events.ops, state.chains
-    mode._clock = state.clock
-    mode._halves = {}  # func -> half of what dispatching it to the handler costs, in ns
-    mode._names = {}
-    mode._guard = None
-    mode._written_by_schema = False
-    mode.pushed = False
-
-
 def dispatch_half(costs: DispatchCosts) -> Callable[[Any], int]:
     """Half of what reaching a torch-function mode's handler costs for a function, in ns:
     through ``torch.overrides.handle_torch_function`` for the Python functions of
@@ -108,30 +93,46 @@ def written_by_schema(func: Any, args: tuple, kwargs: dict) -> Optional[list]:
     return found or None
 
 
-class OpMode(TorchFunctionMode):
-    """Notes one op per call that returns a tensor or changes one in place.
+class OpRecorder:
+    """What records an op per call that returns a tensor or changes one in place: the
+    handler of the op mode and of the ATen-level mode (:meth:`record`), and what it reads,
+    the same objects for the recorder's life, kept at hand.
 
-    PyTorch pops the mode while its handler runs, so calls made inside an op's
-    implementation belong to that op; the user's own modes further down the stack still see
-    every call. Where such modes exist, the handler's own reads of tensor metadata run with
-    torch functions disabled, so they never see them. Pushed when a recorded forward starts
-    and popped when it ends (:meth:`push`, :meth:`pop`).
+    Args:
+        state: what the hooks and both modes share.
+        name_of: an op's name for a function (``""``: not an op).
+        half_of: half of what reaching the handler costs for a function, in ns.
+        on_failure: called with the recorder's own exception (the forward goes on).
+        written_by_schema: where the version of a tensor changed in place is counted only
+            after the handler returns (at the ATen level), find it by the op's schema.
 
     The handler runs between the model's ops, whose compute leaves the caches cold: it is
     one function with the common cases inline, since there every extra call and object
     costs several times what it costs in a microbenchmark. Its own work, before and after
     the call it records, stops the recording's clock (see
     :class:`~torchgraphrec.capture.clock.Clock`): an op's times are its call's alone.
+    A subclass is a mode too; this ``__init__`` goes on to the mode's own.
     """
 
-    def __init__(self, state: CaptureState) -> None:
+    def __init__(self, state: CaptureState, name_of: Callable[[Any], str],
+                 half_of: Callable[[Any], int], on_failure: Callable[[BaseException], Any],
+                 written_by_schema: bool = False) -> None:
         super().__init__()
-        prepare(self, state)
-        self._name_of: Callable[[Any], str] = op_name_of
-        self._half_of: Callable[[Any], int] = dispatch_half(state.clock.costs)
+        self.state = state
+        self.on_failure = on_failure
+        self._current, self._stack = state.values.current, state.stack
+        self._events, self._ops, self._chains = state.events, state.events.ops, state.chains
+        self._clock = state.clock
+        self._name_of, self._half_of = name_of, half_of
+        self._names: dict[Any, str] = {}
+        self._halves: dict[Any, int] = {}  # func -> half of what dispatching it costs, in ns
+        self._guard: Any = None  # hides the handler's own reads from the modes below
+        self._written_by_schema = written_by_schema
 
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (),
-                           kwargs: dict | None = None) -> Any:
+    def record(self, func: Any, types: Any, args: tuple = (),
+               kwargs: dict | None = None) -> Any:
+        """Call ``func`` and note it as an op (the modes' ``__torch_function__`` and
+        ``__torch_dispatch__``)."""
         entered = _now()
         if kwargs is None:
             kwargs = {}
@@ -222,8 +223,9 @@ class OpMode(TorchFunctionMode):
             position = 0
             for tensor in inputs:
                 entry = current.get(id(tensor))
-                if entry is not None and entry[1] == versions[position] and entry[0]() is tensor:
-                    refs.append(entry[2])
+                if entry is not None and entry[ENTRY_VERSION] == versions[position] and \
+                        entry[ENTRY_TENSOR]() is tensor:
+                    refs.append(entry[ENTRY_REF])
                 else:
                     try:
                         refs.append(self._producer(tensor, versions[position], call, t0, entry))
@@ -236,7 +238,8 @@ class OpMode(TorchFunctionMode):
                     self.state.values.changed(tensor, version, index)
             for tensor in results:
                 entry = current.get(id(tensor))
-                if entry is None or entry[2] != index or entry[0]() is not tensor:
+                if entry is None or entry[ENTRY_REF] != index or \
+                        entry[ENTRY_TENSOR]() is not tensor:
                     try:
                         version = tensor._version
                     except RuntimeError:
@@ -255,6 +258,7 @@ class OpMode(TorchFunctionMode):
                 shape = read_shape(first)
             seq = events.seq + 1
             events.seq = seq + len(refs)
+            # the one place a RawOp is built: its fields in their order (events.OP_*)
             ops.append((name, call, seq, t0, t1, refs, tuple(plain), plain_kwargs, shape,
                         first.dtype, None if grad_fn is None else type(grad_fn).__name__, number,
                         t0 if seq_before == seq - 1 else t1, func))
@@ -273,11 +277,30 @@ class OpMode(TorchFunctionMode):
         """What produced ``tensor`` at ``version``, where its entry does not say at once:
         a change through a view, a param, a constant."""
         values = self.state.values
-        if entry is not None and entry[0]() is tensor:
+        if entry is not None and entry[ENTRY_TENSOR]() is tensor:
             written = values.written(tensor, version, entry)
             if written is not None:
-                return written[2]
+                return written[ENTRY_REF]
         return self.state.unknown(tensor, version, call, t, "constant")
+
+
+
+class OpMode(OpRecorder, TorchFunctionMode):
+    """Records every torch-level call the forward makes as an op.
+
+    PyTorch pops the mode while its handler runs, so calls made inside an op's
+    implementation belong to that op; the user's own modes further down the stack still see
+    every call. Where such modes exist, the handler's own reads of tensor metadata run with
+    torch functions disabled, so they never see them. Pushed when a recorded forward starts
+    and popped when it ends (:meth:`push`, :meth:`pop`).
+    """
+
+    __torch_function__ = OpRecorder.record
+
+    def __init__(self, state: CaptureState,
+                 on_failure: Callable[[BaseException], Any] = lambda exc: None) -> None:
+        super().__init__(state, op_name_of, dispatch_half(state.clock.costs), on_failure)
+        self.pushed = False
 
     def push(self) -> None:
         """Start recording ops (at the start of a recorded forward)."""

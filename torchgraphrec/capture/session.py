@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchgraphrec.capture.autograd import is_leaf_accumulator, op_name, place, walk
+from torchgraphrec.capture.events import TENSOR_GRAD_FN, TENSOR_OUTPUT_NR, raw_tensor
 from torchgraphrec.capture.naming import Namer
 from torchgraphrec.capture.state import CaptureState
 
@@ -26,10 +27,11 @@ def autograd_ops(state: CaptureState, namer: Namer, breaks: list[tuple[int, int,
     boundary: dict[tuple[Any, int], int] = {}
     for index in indices:
         record = events.tensors[index]
-        if record[9] is not None:
-            boundary.setdefault((record[9], record[10]), index)
+        if record[TENSOR_GRAD_FN] is not None:
+            boundary.setdefault((record[TENSOR_GRAD_FN], record[TENSOR_OUTPUT_NR]), index)
     try:
-        found = walk([events.tensors[i][9] for i in indices], calls[0].seq_start, calls[0].seq_end)
+        found = walk([events.tensors[i][TENSOR_GRAD_FN] for i in indices], calls[0].seq_start,
+                     calls[0].seq_end)
         placed = place(breaks, [number for number, _, _ in found])
         ids = {node: _add_op(state, namer, node, owner, t) for (_, node, _), (owner, t)
                in zip(found, placed)}
@@ -45,8 +47,8 @@ def autograd_ops(state: CaptureState, namer: Namer, breaks: list[tuple[int, int,
         return [(node, ids[node]) for _, node, _ in found]
     finally:
         for index in indices:
-            record = events.tensors[index]
-            events.tensors[index] = record[:9] + (None, 0)
+            # the same record without its grad_fn
+            events.tensors[index] = raw_tensor(*events.tensors[index][:TENSOR_GRAD_FN])
 
 
 def _add_op(state: CaptureState, namer: Namer, node: Any, owner: int, t: int) -> str:

@@ -9,9 +9,10 @@ from torch.nn.parameter import is_lazy
 
 from torchgraphrec.capture.chains import ChainGuard
 from torchgraphrec.capture.clock import Clock
-from torchgraphrec.capture.events import Events, Ref
+from torchgraphrec.capture.events import OP_CALL, OP_SEQ, TENSOR_SEQ, Events, Ref, raw_tensor
 from torchgraphrec.capture.tables import ModuleTable
-from torchgraphrec.capture.values import Values
+from torchgraphrec.capture.values import ENTRY_NUMBER, ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, \
+    Values
 
 __all__ = ["CaptureState", "read_shape", "Uninitialized"]
 
@@ -75,14 +76,16 @@ class CaptureState:
         """A new tensor record for ``tensor`` as it is now; returns its index."""
         events = self.events
         index = len(events.tensors)
-        shape = read_shape(tensor)
-        if type(shape) is tuple:
+        try:
+            shape = tensor.shape
+        except RuntimeError:  # a nested tensor
+            shape = read_shape(tensor)
             self.nested.add(index)
         grad_fn = tensor.grad_fn if self.autograd else None
         events.seq += 1
-        events.tensors.append((number, max(version, 0), shape, tensor.dtype, tensor.device,
-                               tensor.requires_grad, call, events.seq, t, grad_fn,
-                               tensor.output_nr if grad_fn is not None else 0))
+        events.tensors.append(raw_tensor(number, version, shape, tensor.dtype, tensor.device,
+                                         tensor.requires_grad, call, events.seq, t, grad_fn,
+                                         tensor.output_nr if grad_fn is not None else 0))
         if role is not None:
             events.roles[index] = role
         return index
@@ -121,18 +124,19 @@ class CaptureState:
             version = -1
         current = self.values.current
         entry = current.get(id(tensor))
-        if entry is None or entry[0]() is not tensor:
+        if entry is None or entry[ENTRY_TENSOR]() is not tensor:
             return self.unknown(tensor, version, call, t, role)
-        if entry[1] != version:
+        if entry[ENTRY_VERSION] != version:
             entry = self.values.written(tensor, version, entry)
             if entry is None:
                 return self.unknown(tensor, version, call, t, role)
-        op = entry[2]
+        op = entry[ENTRY_REF]
         if type(op) is not int or op < 0:
             return op
-        # an op's result crosses a boundary: it becomes a tensor node, fed by the op (inline:
-        # this runs between layers, where every call costs several times its microbenchmark)
-        events, number = self.events, entry[3]
+        # an op's result crosses a boundary: it becomes a tensor node, fed by the op (inline
+        # but for the record's layout: this runs between layers, where every call costs
+        # several times its microbenchmark)
+        events, number = self.events, entry[ENTRY_NUMBER]
         if number is None:
             number = self.values.numbers
             self.values.numbers += 1
@@ -144,11 +148,10 @@ class CaptureState:
             self.nested.add(index)
         seq = events.seq + 1
         events.seq = seq + 1
-        events.tensors.append((number, version if version > 0 else 0, shape, tensor.dtype,
-                               tensor.device, tensor.requires_grad, events.ops[op][1], seq, t,
-                               None, 0))
+        events.tensors.append(raw_tensor(number, version, shape, tensor.dtype, tensor.device,
+                                         tensor.requires_grad, events.ops[op][OP_CALL], seq, t))
         events.boundary_edges.append((op, ~index, seq + 1, t))
-        current[id(tensor)] = (entry[0], version, ~index, number)
+        current[id(tensor)] = (entry[ENTRY_TENSOR], version, ~index, number)
         return ~index
 
     def seq_of(self, ref: Ref) -> int:
@@ -156,5 +159,5 @@ class CaptureState:
         if type(ref) is str:
             return -1
         if ref >= 0:  # type: ignore[operator]
-            return self.events.ops[ref][2]  # type: ignore[index]
-        return self.events.tensors[~ref][7]  # type: ignore[operator]
+            return self.events.ops[ref][OP_SEQ]  # type: ignore[index]
+        return self.events.tensors[~ref][TENSOR_SEQ]  # type: ignore[operator]

@@ -9,12 +9,14 @@ import torch
 
 from torchgraphrec.capture.events import Ref
 
-__all__ = ["Values", "Entry", "version_of"]
+__all__ = ["Values", "Entry", "version_of", "ENTRY_TENSOR", "ENTRY_VERSION", "ENTRY_REF",
+           "ENTRY_NUMBER"]
 
-#: ``(weak reference, version, ref, number)``: ``ref`` produced the tensor at ``version``;
-#: ``number`` is the tensor number its node ids use (``None`` until it first crosses a call
-#: boundary).
+#: ``(weak reference, version, ref, number)``, read through the ``ENTRY_*`` indices:
+#: ``ref`` produced the tensor at ``version``; ``number`` is the tensor number its node ids
+#: use (``None`` until it first crosses a call boundary).
 Entry = tuple[Any, int, Ref, Optional[int]]
+ENTRY_TENSOR, ENTRY_VERSION, ENTRY_REF, ENTRY_NUMBER = range(4)
 
 
 def version_of(tensor: torch.Tensor) -> int:
@@ -44,6 +46,7 @@ class Values:
 
     def __init__(self) -> None:
         self.current: dict[int, Entry] = {}
+        # both laid out as an entry's first three fields (the last a tensor index in earlier)
         self.writers: dict[int, tuple[Any, int, Ref]] = {}
         self.earlier: dict[int, tuple[Any, int, int]] = {}  # root outputs of earlier forwards
         self.numbers = 0
@@ -51,10 +54,10 @@ class Values:
     def lookup(self, tensor: torch.Tensor) -> Optional[Entry]:
         """The entry for ``tensor`` as it is now, or ``None`` if its producer is unknown."""
         entry = self.current.get(id(tensor))
-        if entry is None or entry[0]() is not tensor:
+        if entry is None or entry[ENTRY_TENSOR]() is not tensor:
             return None
         version = version_of(tensor)
-        if version == entry[1]:
+        if version == entry[ENTRY_VERSION]:
             return entry
         return self.written(tensor, version, entry)
 
@@ -62,9 +65,10 @@ class Values:
         """The entry for a version made by an in-place change through a view or a base."""
         base = tensor._base if tensor._base is not None else tensor
         writer = self.writers.get(id(base))
-        if writer is None or writer[0]() is not base or writer[1] != version:
+        if writer is None or writer[ENTRY_TENSOR]() is not base or \
+                writer[ENTRY_VERSION] != version:
             return None  # changed where the recorder could not see (inside a hook, say)
-        return self.set(tensor, version, writer[2], entry[3])
+        return self.set(tensor, version, writer[ENTRY_REF], entry[ENTRY_NUMBER])
 
     def set(self, tensor: torch.Tensor, version: int, ref: Ref, number: Optional[int]) -> Entry:
         """Record that ``ref`` produced ``tensor`` at ``version``."""
@@ -74,21 +78,21 @@ class Values:
     def changed(self, tensor: torch.Tensor, version: int, ref: Ref) -> None:
         """Record an in-place change of ``tensor`` by op ``ref``, seen through its version."""
         entry = self.current.get(id(tensor))
-        if entry is not None and entry[0]() is not tensor:
+        if entry is not None and entry[ENTRY_TENSOR]() is not tensor:
             entry = None
         # an inference tensor keeps no version counter: its new value gets a new number
-        number = entry[3] if entry is not None and version >= 0 else None
+        number = entry[ENTRY_NUMBER] if entry is not None and version >= 0 else None
         self.set(tensor, version, ref, number)
         base = tensor._base if tensor._base is not None else tensor
         self.writers[id(base)] = (weakref.ref(base), version_of(base), ref)
 
     def number(self, tensor: torch.Tensor, entry: Entry) -> int:
         """The tensor number of ``entry``'s value, given one now if it had none."""
-        if entry[3] is not None:
-            return entry[3]
-        number = self.numbers
-        self.numbers += 1
-        self.current[id(tensor)] = (entry[0], entry[1], entry[2], number)
+        if entry[ENTRY_NUMBER] is not None:
+            return entry[ENTRY_NUMBER]
+        number = self.new_number()
+        self.current[id(tensor)] = (entry[ENTRY_TENSOR], entry[ENTRY_VERSION], entry[ENTRY_REF],
+                                    number)
         return number
 
     def new_number(self) -> int:
@@ -105,9 +109,10 @@ class Values:
     def from_earlier(self, tensor: torch.Tensor) -> Optional[int]:
         """The tensor index of an earlier forward's output that ``tensor`` still is."""
         found = self.earlier.get(id(tensor))
-        if found is None or found[0]() is not tensor or found[1] != version_of(tensor):
+        if found is None or found[ENTRY_TENSOR]() is not tensor or \
+                found[ENTRY_VERSION] != version_of(tensor):
             return None
-        return found[2]
+        return found[ENTRY_REF]
 
     def end_forward(self) -> None:
         """Forget the forward's values (the earlier outputs stay)."""

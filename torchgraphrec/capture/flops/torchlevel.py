@@ -10,7 +10,7 @@ from torch.nn import functional as F
 from torch.utils import flop_counter
 
 from torchgraphrec._torch import TensorBase
-from torchgraphrec.capture.costs import EXTRA_FORMULAS, Formula
+from torchgraphrec.capture.flops.formulas import EXTRA_FORMULAS, Formula
 from torchgraphrec.capture.opnames import op_name_of
 
 __all__ = ["DISPATCH", "FLOP_FREE", "FREE", "shortcuts_hold", "torch_level_counting"]

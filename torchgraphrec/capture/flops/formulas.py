@@ -1,0 +1,102 @@
+"""How many FLOPs an ATen op runs: PyTorch's own formulas, and the fused kernels they lack."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch.utils import flop_counter
+
+from torchgraphrec._torch import aten_packets, nested_sizes
+
+__all__ = ["EXTRA_FORMULAS", "Formula", "count_flops", "formula_of"]
+
+aten = torch.ops.aten
+Formula = Callable[[tuple, dict, Any], int]
+
+
+def _sequences(tensor: torch.Tensor) -> list[tuple[int, int]]:
+    """``(batch, length)`` of each block of rows: one for a dense ``batch × length × ...``
+    tensor, one per sequence for a nested one (which runs on its real tokens only)."""
+    if tensor.is_nested:
+        return [(1, int(size[0])) for size in nested_sizes(tensor)]
+    return [(int(tensor.shape[0]), int(tensor.shape[1]))]
+
+
+def _attention_flops(query: torch.Tensor, key: torch.Tensor, embed: int, heads: int,
+                     packed: bool) -> int:
+    """A multi-head attention's matmuls as the unfused code runs them: the input
+    projections (one packed linear for self-attention), the attention itself (PyTorch's SDPA
+    formula) and the output projection."""
+    total = 0
+    for (batch, length), (_, other) in zip(_sequences(query), _sequences(key)):
+        projections = 2 * batch * length * embed * 3 * embed if packed else \
+            2 * batch * length * embed * embed + 2 * batch * other * embed * 2 * embed
+        shape_q = (batch, heads, length, embed // heads)
+        shape_k = (batch, heads, other, embed // heads)
+        total += projections + flop_counter.sdpa_flop_count(shape_q, shape_k, shape_k)
+        total += 2 * batch * length * embed * embed
+    return total
+
+
+def _native_attention(args: tuple, kwargs: dict, out: Any) -> int:
+    query, key, value, embed, heads = args[:5]
+    return _attention_flops(query, key, embed, heads, query is key and key is value)
+
+
+def _encoder_layer(args: tuple, kwargs: dict, out: Any) -> int:
+    src, embed, heads = args[:3]
+    inner = args[14].shape[0]  # ffn_weight_1: inner × embed
+    tokens = sum(batch * length for batch, length in _sequences(src))
+    return _attention_flops(src, src, embed, heads, True) + 4 * tokens * embed * inner
+
+
+def _cpu_attention(args: tuple, kwargs: dict, out: Any) -> int:
+    query, key, value = args[:3]
+    return flop_counter.sdpa_flop_count(query.shape, key.shape, value.shape)
+
+
+def _cpu_attention_backward(args: tuple, kwargs: dict, out: Any) -> int:
+    # as the math backend counts it: the gradients of its two matmuls, twice the forward
+    # (torch's formula for the fused GPU kernels adds their recomputation of the scores)
+    grad_out, query, key, value = args[:4]
+    return 2 * flop_counter.sdpa_flop_count(query.shape, key.shape, value.shape)
+
+
+#: Kernels ``torch.utils.flop_counter`` has no formula for, counted as what they fuse, so
+#: that a model's FLOPs are the same whichever kernel ran: the CPU attention kernel (as
+#: SDPA's math backend counts it) and the fused fast paths of ``nn.MultiheadAttention``
+#: and ``nn.TransformerEncoderLayer`` (as their Python paths count).
+_EXTRA_KERNELS: dict[str, Formula] = {
+    "_scaled_dot_product_flash_attention_for_cpu": _cpu_attention,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": _cpu_attention_backward,
+    "_native_multi_head_attention": _native_attention,
+    "_transformer_encoder_layer_fwd": _encoder_layer,
+}
+EXTRA_FORMULAS: dict[Any, Formula] = {  # a release without one of them lacks its entry
+    packet: _EXTRA_KERNELS[name] for name, packet in aten_packets(_EXTRA_KERNELS).items()}
+
+
+def formula_of(func: Any) -> Formula | None:
+    """How to count the FLOPs of the ATen op ``func``: ``torch.utils.flop_counter``'s
+    formula (those registered with ``register_flop_formula`` included), else
+    :data:`EXTRA_FORMULAS`'s, else ``None``."""
+    packet = func._overloadpacket
+    formula = flop_counter.flop_registry.get(packet)
+    if formula is not None:
+        return lambda args, kwargs, out: int(formula(*args, **kwargs, out_val=out))
+    extra = EXTRA_FORMULAS.get(packet)
+    return None if extra is None else lambda args, kwargs, out: int(extra(args, kwargs, out))
+
+
+def count_flops(func: Any, args: tuple, kwargs: dict, out: Any) -> int:
+    """The FLOPs of one ATen call (see :func:`formula_of`; 0 without a formula).
+
+    >>> a, b = torch.ones(2, 3), torch.ones(3, 4)
+    >>> count_flops(aten.mm.default, (a, b), {}, a @ b)
+    48
+    """
+    formula = formula_of(func)
+    return 0 if formula is None else formula(args, kwargs, out)
+
+

@@ -1,0 +1,83 @@
+"""The dispatch mode that counts the FLOPs of every ATen call below the recorded ops."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional
+
+from torchgraphrec._torch import HigherOrderOperator, TorchDispatchMode, aten_overloads, \
+    has_composite_implicit_kernel, torch_function_all_disabled
+from torchgraphrec.capture.calibrate import dispatch_mode_cost
+from torchgraphrec.capture.clock import Clock
+from torchgraphrec.capture.flops.formulas import formula_of
+
+__all__ = ["FlopMode"]
+
+_now: Callable[[], int] = time.perf_counter_ns
+
+#: What FlopCounterMode leaves to the next mode (NJT's sizes and strides).
+_METADATA = aten_overloads([
+    "sym_is_contiguous.default", "is_contiguous.default", "is_contiguous.memory_format",
+    "is_strides_like_format.default", "is_non_overlapping_and_dense.default", "size.default",
+    "sym_size.default", "stride.default", "sym_stride.default", "storage_offset.default",
+    "sym_storage_offset.default", "numel.default", "sym_numel.default", "dim.default",
+]) | aten_overloads(["layout.default"], namespace="prim")
+
+
+class FlopMode(TorchDispatchMode):
+    """Counts the FLOPs of every ATen call below the recorded ops, as
+    ``torch.utils.flop_counter.FlopCounterMode`` counts them (an op without a formula is
+    decomposed where it can be, as it does), into ``add(count)``: the recorder attributes
+    them to the op running (or, in a backward, the op whose autograd node runs). Calls made
+    with torch functions disabled altogether (the recorder's own work, probe statistics) are
+    not the model's and are not counted. Its own work stops the recording's ``clock``."""
+
+    def __init__(self, add: Callable[[int], None], clock: Clock) -> None:
+        super().__init__()
+        self.add = add
+        self.clock = clock
+        self.cost = dispatch_mode_cost()  # of reaching this handler and back
+        self._plans: dict[Any, Any] = {}  # ATen op -> _PASS or (decomposable, formula)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: Optional[dict] = None) -> Any:
+        entered, clock = _now(), self.clock
+        kwargs = kwargs or {}
+        plan = self._plans.get(func)
+        if plan is None:
+            plan = self._plans[func] = _plan(func)
+        clock.spent += _now() - entered + self.cost
+        if plan is _PASS:
+            return NotImplemented
+        decomposable, formula = plan
+        # entering the mode again costs more than most kernels: only where it decomposes
+        if decomposable:
+            with self:
+                decomposed = func.decompose(*args, **kwargs)
+            if decomposed is not NotImplemented:
+                return decomposed
+        out = func(*args, **kwargs)
+        returned = _now()
+        try:
+            if formula is not None and not _all_disabled():
+                count = formula(args, kwargs, out)
+                if count:
+                    self.add(count)
+        finally:
+            clock.spent += _now() - returned
+        return out
+
+
+#: Whether torch functions are off altogether, as for the recorder's own work (a subclass's
+#: default ``__torch_function__`` turns off only subclass handling, and its ops count).
+_all_disabled: Callable[[], bool] = torch_function_all_disabled
+
+#: The plan of an op FlopMode leaves to the next mode.
+_PASS = object()
+
+
+def _plan(func: Any) -> Any:
+    """What :class:`FlopMode` does with ``func``, worked out once per op."""
+    if func in _METADATA or isinstance(func, HigherOrderOperator):
+        return _PASS
+    return has_composite_implicit_kernel(func), formula_of(func)

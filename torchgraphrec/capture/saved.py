@@ -1,0 +1,174 @@
+"""Counting the bytes autograd saves for the backward while each recorded op runs."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, Callable, Optional
+
+import torch
+from torch import nn
+from torch.nn.parameter import is_lazy
+
+from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, disable_dispatch_modes, \
+    dispatch_mode_depth, exclude_python_dispatch, pop_saved_tensor_hooks, \
+    push_saved_tensor_hooks, saved_tensor_hooks_enabled, top_saved_tensor_hooks
+from torchgraphrec.capture.clock import Clock
+from torchgraphrec.capture.storages import storages_of
+from torchgraphrec.errors import SavedBytesNotCounted
+
+__all__ = ["SavedBytes", "UNREADABLE_HOOKS"]
+
+_now: Callable[[], int] = time.perf_counter_ns
+_dispatch_modes: Callable[[], int] = dispatch_mode_depth
+
+#: Reasons for not counting saved bytes that are said once per process.
+_SAID: set[str] = set()
+
+#: Why saved bytes are not counted on a torch that cannot tell which saved-tensor hooks are
+#: active (only the innermost pair runs, so the recorder's would hide a user's).
+UNREADABLE_HOOKS = ("this torch cannot tell which saved-tensor hooks are active "
+                    "(its autograd lacks _top_saved_tensors_default_hooks), so "
+                    "counting saved bytes could hide yours; newer torch releases can tell")
+
+
+def _detach_keeping_type(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor.detach()`` for a subclass (a DTensor, a fake tensor, any wrapper), which
+    only its own ``__torch_dispatch__`` can make: with the Python key excluded the detach
+    would strip it to a plain tensor, and the backward would mix the two. The dispatch
+    modes step aside meanwhile, so that none sees the recorder's own detach."""
+    with disable_dispatch_modes():
+        return tensor.detach()
+
+
+def _storages_of(modules: list[nn.Module]) -> set[int]:
+    """The storages of the parameters and buffers ``modules`` hold (as the table found
+    them: a walk of ``model.parameters()`` again costs more than the forward of a small
+    layer)."""
+    found = set()
+    for module in modules:
+        for tensors in (module._parameters, module._buffers):
+            for tensor in tensors.values():
+                if tensor is not None and not is_lazy(tensor):
+                    found.add(tensor.untyped_storage()._cdata)
+    return found
+
+
+class SavedBytes:
+    """Saved-tensor hooks that count the bytes autograd saves for the backward while each
+    op of ``ops`` runs (into :attr:`by_op`), each storage once at its full size, leaving
+    out the storages :meth:`push` and :meth:`exclude` are given (parameters, the model's
+    inputs). The tensor is handed on unchanged: to the pair of hooks that was active before
+    (only the innermost pair runs, so the user's own offloading hooks keep working and see
+    every tensor), or kept as autograd would. They count in each forward run with grad
+    enabled (:meth:`begin_forward`, :meth:`end_forward`).
+    """
+
+    def __init__(self, ops: list, clock: Clock) -> None:
+        self._ops = ops  # the ops recorded so far: the one running is the next
+        self._clock = clock  # stopped while the hooks work (inside the op's own time)
+        self.by_op: dict[int, int] = {}  # op index -> bytes saved while it ran
+        self.done: set[int] = set()  # storages counted already, or never to count
+        self._outer: Any = None
+        self.active = False
+        self._counted: set[int] = set()  # the ops of forwards that counted saved bytes
+        self._first_op = 0
+        self._warned = False
+
+    def begin_forward(self, modules: list[nn.Module]) -> None:
+        """Count in this forward, leaving out the storages of ``modules``' parameters and
+        buffers, if grad mode is on and PyTorch allows it (else say why not, once)."""
+        self._first_op = len(self._ops)
+        if not torch.is_grad_enabled():
+            return
+        why_not = self.push(_storages_of(modules))
+        if why_not is not None and not self._warned and why_not not in _SAID:
+            self._warned = True
+            if why_not is UNREADABLE_HOOKS:  # true of every recording: said once
+                _SAID.add(why_not)
+            warnings.warn(f"{why_not}: recorded without saved_bytes", SavedBytesNotCounted,
+                          stacklevel=4)
+
+    def end_forward(self) -> None:
+        """Stop counting at the end of a forward."""
+        if self.active:
+            self._counted.update(range(self._first_op, len(self._ops)))
+        self.pop()
+
+    def of_op(self, index: int) -> Optional[int]:
+        """The bytes saved while op ``index`` ran; ``None`` where they were not counted."""
+        return self.by_op.get(index, 0) if index in self._counted else None
+
+    def push(self, excluded: set[int]) -> Optional[str]:
+        """Start counting, leaving out the storages ``excluded`` (which it keeps and adds
+        to); where it cannot, why not."""
+        if not saved_tensor_hooks_enabled():
+            return ("saved-tensor hooks are disabled here "
+                    "(torch.autograd.graph.disable_saved_tensors_hooks)")
+        if not SAVED_TENSOR_HOOKS_READABLE:  # ours could silently take the place of a user's
+            return UNREADABLE_HOOKS
+        self._outer = top_saved_tensor_hooks()
+        push_saved_tensor_hooks(self._pack, self._unpack)
+        self.done = excluded
+        self.active = True
+        return None
+
+    def exclude(self, tensor: torch.Tensor) -> None:
+        """Leave ``tensor``'s storages out while counting (a model input, a parameter built
+        in the forward)."""
+        if self.active:
+            self.done.update(storage._cdata for storage in storages_of(tensor))
+
+    def pop(self) -> None:
+        """Stop counting."""
+        if self.active:
+            self.active = False
+            pop_saved_tensor_hooks()
+        self.done = set()
+
+    def _count(self, storage: Any) -> None:
+        """Add ``storage``'s bytes to the op running, once."""
+        key = storage._cdata
+        if key not in self.done:
+            self.done.add(key)
+            index = len(self._ops)
+            self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
+
+    def _pack(self, tensor: torch.Tensor) -> Any:
+        entered = _now()
+        try:
+            storage = tensor.untyped_storage()
+        except (NotImplementedError, RuntimeError):  # a sparse tensor: its indices and values
+            for part in storages_of(tensor):
+                self._count(part)
+        else:  # inline, as _count: this runs for every tensor autograd saves
+            key = storage._cdata
+            if key not in self.done:
+                self.done.add(key)
+                index = len(self._ops)
+                self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
+        clock = self._clock
+        if self._outer is not None:  # the user's hooks: their work is the model's
+            clock.spent += _now() - entered + clock.costs.pack
+            return self._outer[0](tensor)
+        packed = tensor if tensor.is_leaf else _detached(tensor)
+        clock.spent += _now() - entered + clock.costs.pack
+        return packed
+
+    def _unpack(self, packed: Any) -> torch.Tensor:
+        if self._outer is not None:
+            return self._outer[1](packed)
+        return packed
+
+
+def _detached(tensor: torch.Tensor) -> torch.Tensor:
+    """What :class:`SavedBytes` keeps of an op's result: holding the result itself would
+    make a reference cycle through its node (a leaf, with no node of its own, is kept as
+    it is). The detach is the recorder's own, which no dispatch mode (its own FLOP mode, a
+    user's) should see, and hiding it from them costs more than the detach."""
+    if _dispatch_modes():
+        if type(tensor) is not torch.Tensor:
+            return _detach_keeping_type(tensor)
+        with exclude_python_dispatch():
+            return tensor.detach()
+    return tensor.detach()
