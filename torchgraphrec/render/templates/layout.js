@@ -54,8 +54,10 @@ function tgrLocalEdges(composed, members) {
     const k = upS.findIndex((c, at) => at > 0 && shared.has(c)), top = upS[k];
     const l = upT.indexOf(top), attrs = attrsOf[e];
     add(top, tgrLocalName(upS[k - 1]), tgrLocalName(upT[l - 1]), attrs);
-    const inPort = attrs.replace(/ id="([^"]*)"/, ' id="$1-in"');
-    const outPort = attrs.replace(/ id="([^"]*)"/, ' id="$1-out"');
+    // an edge's label is written once, on its part in the module holding both ends
+    const unlabelled = attrs.replace(/ xlabel=(?:"(?:[^"\\]|\\.)*"|[^\s\]]+)/, "");
+    const inPort = unlabelled.replace(/ id="([^"]*)"/, ' id="$1-in"');
+    const outPort = unlabelled.replace(/ id="([^"]*)"/, ' id="$1-out"');
     for (let at = 1; at < k; at++) {
       add(upS[at], tgrLocalName(upS[at - 1]), port(upS[at], "po" + tgrLocalName(t)), outPort);
     }
