@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "tests"), str(HERE)]  # tests first: its render/ package
+# the checkout's own torchgraphrec (an editable install elsewhere would be measured instead,
+# its page driven by this checkout's test helpers), then tests (its render/ package)
+sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests"), str(HERE)]
 
 
 def median_time(thunk: Callable[[], Any], runs: int = 5) -> float:
@@ -133,30 +135,38 @@ def _big_models() -> dict[str, tuple[Any, list[tuple[str, Any]], list[str]]]:
 
     import torchgraphrec
     from llama import gpt2_tiny, hf_llama_meta
+    from models import resnet50_like
 
     with hf_llama_meta() as case, torch.no_grad():
         llama = torchgraphrec.record(*case)
     gpt2 = torchgraphrec.record(*gpt2_tiny())
+    resnet = resnet50_like()
+    resnet = torchgraphrec.record(resnet.model.eval(), resnet.args, resnet.kwargs)
     return {"Llama-3-70B (HF, meta)": (llama, _actions("model.layers", "self_attn.q_proj", 41),
                                        ["q_proj", "mlp", "layers.41", "rotary", "norm"]),
             "GPT-2 (3 layers, 64 wide)": (gpt2, _actions("h", "attn.c_attn", 2),
-                                          ["c_proj", "attn", "ln_", "mlp", "add"])}
+                                          ["c_proj", "attn", "ln_", "mlp", "add"]),
+            "ResNet-50 (64×64 input)": (resnet, _actions("layers.2", "conv2", 4, first=1,
+                                                      found="conv3"),
+                                    ["conv", "bn", "relu", "downsample", "add"])}
 
 
-def _actions(blocks: str, inner: str, later: int) -> list[tuple[str, Any]]:
-    """A reader's first actions: open a module inside the folded run (in its first block
-    only) and close it, unfold the run, open block ``later`` and a module in it, close the
-    block, then search for a module in another block and step to it."""
+def _actions(blocks: str, inner: str, later: int, first: int = 0,
+             found: str = "mlp") -> list[tuple[str, Any]]:
+    """A reader's first actions: open a module inside the folded run (in its first block,
+    ``blocks.first``, only) and close it, unfold the run, open block ``later`` and a module
+    in it, close the block, then search for ``found`` in another block and step to it."""
     from render.reportpage import ROOT, act, open_where_it_is as open_in_place
 
     def search(page: Any) -> int:
-        page.fill(f"{ROOT} .tgr-search", f"{blocks}.{later - 1}.mlp")
+        page.fill(f"{ROOT} .tgr-search", f"{blocks}.{later - 1}.{found}")
         return act(page, page.press, f"{ROOT} .tgr-search", "Enter")
 
-    first, block = f"layer:{blocks}.0#0", f"layer:{blocks}.{later}#0"
-    return [("open in folded", lambda page: open_in_place(page, f"layer:{blocks}.0.{inner}#0")),
-            ("close it", lambda page: open_in_place(page, f"layer:{blocks}.0.{inner}#0")),
-            ("unfold", lambda page: open_in_place(page, first)),
+    leader, block = f"layer:{blocks}.{first}#0", f"layer:{blocks}.{later}#0"
+    inside = f"layer:{blocks}.{first}.{inner}#0"
+    return [("open in folded", lambda page: open_in_place(page, inside)),
+            ("close it", lambda page: open_in_place(page, inside)),
+            ("unfold", lambda page: open_in_place(page, leader)),
             (f"open {later}", lambda page: open_in_place(page, block)),
             ("open inside", lambda page: open_in_place(page, f"layer:{blocks}.{later}.{inner.split('.')[0]}#0")),
             (f"close {later}", lambda page: open_in_place(page, block)),

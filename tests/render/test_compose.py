@@ -17,13 +17,15 @@ from torchgraphrec.render.dot import to_dot
 from torchgraphrec.render.options import RenderOptions
 
 MODELS = ("resnet_like", "gpt2", "reused_module", "looped_linear", "recurrent",
-          "transformer_encoder", "structured_outputs", "two_inputs_kwargs", "bert")
+          "transformer_encoder", "structured_outputs", "two_inputs_kwargs", "bert", "llama",
+          "multihead_attention")
 STATES: tuple[dict[str, Any], ...] = (
     {"depth": 0}, {"depth": 1}, {"depth": 2}, {"depth": None},
     {"depth": None, "fold_repeats": False}, {"depth": 1, "include_tensors": True},
     {"depth": None, "include_ops": False}, {"depth": 2, "include_params": True},
     {"depth": None, "expand_leaves": True, "include_params": True, "include_tensors": True},
-    {"depth": 1, "rankdir": "LR"},
+    {"depth": 1, "rankdir": "LR"}, {"depth": None, "include_ops": "all"},
+    {"depth": 2, "include_ops": "all", "fold_repeats": False},
 )
 
 
@@ -58,11 +60,7 @@ def composer(browser: Any) -> Any:
 
 
 def _options(state: dict[str, Any]) -> RenderOptions:
-    """The static drawing the page composes: with ops shown, every op as recorded (the
-    composer does not yet draw layout-op chains as a ``reshape`` label, attention's roles
-    or shared-input markers, which only static drawings at ``include_ops=True`` do)."""
-    options = replace(RenderOptions(), **state)
-    return replace(options, include_ops="all") if options.include_ops is True else options
+    return replace(RenderOptions(), **state)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -83,6 +81,40 @@ def _same_as_to_dot(composer: Any, graph: Any, states: tuple[dict[str, Any], ...
     composed = composer(description, [_state(o) for o in options])
     for option, dot in zip(options, composed):
         assert dot == to_dot(graph, **vars(option)), option
+
+
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return self.fc(x).view(2, 2, 2).flatten(1) * scale
+
+
+class _Shared(torch.nn.Module):
+    """Eleven blocks taking one ``scale`` made once (as rotary tables are): markers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.nn.Linear(1, 4)
+        self.blocks = torch.nn.ModuleList(_Block() for _ in range(11))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = self.table(torch.ones(1, 1))
+        for block in self.blocks:
+            x = block(x, scale)
+        return x
+
+
+def test_shared_inputs_markers_and_reshape_labels_are_to_dots(composer: Any) -> None:
+    torch.manual_seed(0)
+    graph = tgr.record(_Shared(), torch.randn(2, 4)).graph
+    assert "tgr-marker" in to_dot(graph, fold_repeats=False, depth=1)
+    assert "xlabel=reshape" in to_dot(graph, expand_leaves=True)
+    _same_as_to_dot(composer, graph, (*STATES, {"depth": None, "expand_leaves": True},
+                                      {"depth": None, "fold_repeats": False,
+                                       "expand_leaves": True}))
 
 
 def test_cost_lines_and_their_legend_are_to_dots(composer: Any) -> None:

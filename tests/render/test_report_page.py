@@ -35,12 +35,8 @@ def report(recording, tmp_path_factory) -> Path:
 
 
 def _dot(recording: tgr.Recording, **options: Any) -> str:
-    """The static drawing the page composes: every op drawn (the composer does not yet draw
-    layout-op chains as a ``reshape`` label)."""
-    settings = replace(RenderOptions(), **options)
-    if settings.include_ops is True:
-        settings = replace(settings, include_ops="all")
-    return recording.to_dot(**vars(settings))
+    """The static drawing the page composes."""
+    return recording.to_dot(**vars(replace(RenderOptions(), **options)))
 
 
 def _title(page: Any, node_id: str) -> Any:

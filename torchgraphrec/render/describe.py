@@ -18,11 +18,13 @@ from typing import Any, Optional
 import networkx as nx
 
 from torchgraphrec.render.dot import DotWriter, attr_text
+from torchgraphrec.render.edges import MAX_FANOUT
 from torchgraphrec.render.folding import FoldedRun
 from torchgraphrec.render.labels import css_class
 from torchgraphrec.render.legend import legend_lines, text_row
 from torchgraphrec.render.marks import is_diff, styled
 from torchgraphrec.render.options import RenderOptions
+from torchgraphrec.render.oproles import RESHAPE, ROLES, argument_roles, is_layout
 from torchgraphrec.render.passthrough import wire_pass_through
 from torchgraphrec.render.runs import find_all_runs
 from torchgraphrec.render.scale import TITLES, value_of
@@ -134,18 +136,38 @@ class _Describer:
         kinds = {self.graph.nodes[c]["kind"] for c in self.children.get(node, ())}
         return 2 if "layer" in kinds else 1 if "op" in kinds else 0
 
-    def edges(self) -> tuple[list[int], list[str]]:
-        """Leaf-level edges in ``seq`` order, flat, with their diff status. An edge out of a
-        model output comes from what made it: the output node stays the drawing's end."""
+    def edges(self) -> tuple[list[int], list[str], dict[int, str]]:
+        """Leaf-level edges in ``seq`` order, flat, with their diff status and the roles of
+        those into attention (by edge number). An edge out of a model output comes from what
+        made it: the output node stays the drawing's end."""
         graph, index = self.graph, self.index
-        flat, status = [], []
+        roles = argument_roles(graph)
+        flat, status, role = [], [], {}
         for source, target, attrs in sorted(graph.edges(data=True), key=lambda e: e[2]["seq"]):
             sources = list(graph.predecessors(source)) \
                 if graph.nodes[source].get("role") == "output" else [source]
             for tail in sources:
+                if (tail, target) in roles:
+                    role[len(status)] = roles[tail, target]
                 flat += [index[tail], index[target]]
                 status.append(attrs.get("diff", "same"))
-        return flat, status
+        return flat, status, role
+
+    def edge_rules(self) -> dict[str, Any]:
+        """What the composer needs to draw edges as the view does (render/view.py,
+        render/edges.py): the layout-only ops (a chain of them is one edge labelled
+        ``reshape``), each label's attribute, and the shared-input markers' limit, texts
+        (a table and each node's entry in it) and style."""
+        names: dict[str, int] = {}
+        marker = [names.setdefault(self.writer.marker_label(n), len(names)) for n in self.order]
+        return {"layout": [i for i, n in enumerate(self.order) if is_layout(self.graph.nodes[n])],
+                "reshape": RESHAPE,
+                "labels": {label: DotWriter.label_attr(label)
+                           for label in (RESHAPE, *sorted({r for roles in ROLES.values() for r in roles}))},
+                "role_rank": {role: rank for roles in ROLES.values()
+                              for rank, role in enumerate(roles)},
+                "fan_out": MAX_FANOUT, "marker_names": list(names), "marker": marker,
+                "marker_style": self.writer.marker_style}
 
     def unproduced(self) -> list[int]:
         """Tensors that only their own call made (recorded without ops): drawn where they
@@ -194,7 +216,7 @@ class _Describer:
         graph, index, order = self.graph, self.index, self.order
         kinds = "".join("M" if graph.nodes[n].get("role") in ("input", "output")
                         else KIND_LETTERS[graph.nodes[n]["kind"]] for n in order)
-        edges, status = self.edges()
+        edges, status, roles = self.edges()
         found_runs = find_all_runs(graph, self.options)
         runs = [{"parent": index.get(run.parent, -1), "period": len(run.calls[0]),
                  "calls": [index[c] for calls in run.calls for c in calls], "valid": valid,
@@ -213,7 +235,7 @@ class _Describer:
             "out": [index[n] for n in order if graph.nodes[n].get("role") == "output"],
             "unproduced": self.unproduced(), "edges": edges,
             "edge_status": status if any(s != "same" for s in status) else None,
-            "runs": runs, "legend": self.legend(),
+            "roles": roles, **self.edge_rules(), "runs": runs, "legend": self.legend(),
         }
         if self.writer.marks is not None:
             found["mark"] = self.marks()

@@ -134,22 +134,34 @@ class DotWriter:
         (see :attr:`View.markers <torchgraphrec.render.view.View.markers>`), put in that
         node's cluster; returns the markers' edges."""
         edges = []
-        style = attr_text({**self.theme.param, "style": "rounded,dashed,filled"})[2:-1]
         for index, (source, target) in enumerate(self.view.markers):
             name = f"m{index}"
             bodies[self.view.parent.get(target)].append(
-                f"\t{name} [label={quote(labels.join(self._marker_text(source)))} "
-                f"class=\"tgr-marker\" id=\"{labels.xml_id('m', source)}-{index}\" {style}]\n")
+                f"\t{name} [label={self.marker_label(source)} class=\"tgr-marker\" "
+                f"id=\"{labels.xml_id('m', source)}-{index}\" {self.marker_style}]\n")
             head, head_attr = self._end(target, last=False)
             edges.append(f"\t{name} -> {head} [class=\"tgr-flow\"{head_attr}]\n")
         return edges
 
-    def _marker_text(self, source: str) -> str:
-        """What a marker says: the name of the node it stands for."""
+    @property
+    def marker_style(self) -> str:
+        """A marker's themed attributes: a parameter's, dashed."""
+        return attr_text({**self.theme.param, "style": "rounded,dashed,filled"})[2:-1]
+
+    def marker_label(self, source: str) -> str:
+        """What a marker says, quoted: the name of the node it stands for."""
         attrs = self.view.folded.nodes[source]
         if attrs["kind"] == "layer":
-            return attrs["qualname"].rpartition(".")[2] or attrs["type"]
-        return attrs.get("name") or attrs.get("qualname", "").rpartition(".")[2] or "tensor"
+            text = attrs["qualname"].rpartition(".")[2] or attrs["type"]
+        else:
+            text = attrs.get("name") or attrs.get("qualname", "").rpartition(".")[2] or "tensor"
+        return quote(labels.join(text))
+
+    @staticmethod
+    def label_attr(label: str) -> str:
+        """An edge label's attribute (`` xlabel=reshape``): beside the edge, placed after
+        layout, so it takes no rank of its own."""
+        return f" xlabel={quote(labels.join(label))}" if label else ""
 
     def _legend(self) -> list[str]:
         """The legend node: the colour scale, what the diff's marks mean, which costs the
@@ -307,9 +319,7 @@ class DotWriter:
         if self.marks is not None:  # a param edge's dashes stay, a removed one's are added
             base = {"style": "dashed"} if kind == "param" else {}
             extra += " " + attr_text(self.marks.edge_attrs(source, target, base))[2:-1]
-        label = self.view.labels.get((source, target))
-        if label:  # beside the edge, placed after layout: no rank of its own
-            extra += f" xlabel={quote(labels.join(label))}"
+        extra += self.label_attr(self.view.labels.get((source, target), ""))
         tail, tail_attr = self._end(source, last=True)
         head, head_attr = self._end(target, last=False)
         return (f"\t{tail} -> {head} [class=\"tgr-{kind}\" id=\"{edge_id}\"{extra}"

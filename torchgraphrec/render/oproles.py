@@ -57,18 +57,23 @@ def stronger(*labels: str) -> str:
 
 def in_role_order(edges: list[tuple[str, str]],
                   labels: Mapping[tuple[str, str], str]) -> list[tuple[str, str]]:
-    """``edges`` with those carrying a role put in the order of the roles, in the places
-    they held (the engine draws an ``ordering=in`` node's arguments in the order its
-    edges come: query, key, value).
+    """``edges`` with those into one op that carry a role put in the order of the roles,
+    in the places they held (the engine draws an ``ordering=in`` node's arguments in the
+    order its edges come: query, key, value). The page's composer does the same
+    (``tgrInRoleOrder`` in ``templates/compose.js``).
 
     >>> in_role_order([("v", "a"), ("x", "y"), ("q", "a"), ("k", "a")],
     ...               {("v", "a"): "value", ("q", "a"): "query", ("k", "a"): "key"})
     [('q', 'a'), ('x', 'y'), ('k', 'a'), ('v', 'a')]
     """
     rank = {role: index for roles in ROLES.values() for index, role in enumerate(roles)}
-    places = [i for i, edge in enumerate(edges) if labels.get(edge) in rank]
-    ordered = sorted((edges[i] for i in places), key=lambda edge: (edge[1], rank[labels[edge]]))
+    places: dict[str, list[int]] = {}
+    for i, edge in enumerate(edges):
+        if labels.get(edge) in rank:
+            places.setdefault(edge[1], []).append(i)
     found = list(edges)
-    for place, edge in zip(places, ordered):
-        found[place] = edge
+    for where in places.values():
+        ordered = sorted((edges[i] for i in where), key=lambda edge: rank[labels[edge]])
+        for place, edge in zip(where, ordered):
+            found[place] = edge
     return found

@@ -237,6 +237,14 @@ class _ViewBuilder:
             found.append((source, target))
         return found
 
+    def _roles(self) -> dict[tuple[str, str], str]:
+        """The roles of the recorded edges into an op drawn as itself (an edge into the box
+        that holds attention says nothing of a role); none unless ``include_ops=True``."""
+        if self.options.include_ops is not True:
+            return {}
+        return {(s, t): role for (s, t), role in argument_roles(self.graph).items()
+                if self._visible(t) == self.folder.canonical(t)}
+
     def _lift_edges(self) -> None:
         def shown(node: str) -> Optional[str]:
             found = self._visible(node)
@@ -248,9 +256,7 @@ class _ViewBuilder:
             return RESHAPE if layout else ""
 
         lifted = edge_rules.lift(self._recorded_edges(), shown, self.folder.canonical,
-                                 self.view.nodes + self.view.clusters,
-                                 argument_roles(self.graph) if self.options.include_ops is True
-                                 else {}, via)
+                                 self.view.nodes + self.view.clusters, self._roles(), via)
         edge_rules.settle_cluster_ends(lifted, self.view.inside())
         self.view.markers = edge_rules.shared_inputs(list(lifted.edges))
         lifted.remove_edges_from(self.view.markers)

@@ -7,8 +7,9 @@ function tgrPrepare(D) {
   const n = D.ids.length;
   const children = Array.from({length: n}, () => []);
   D.parent.forEach((p, i) => { if (p >= 0) children[p].push(i); });
-  const isOut = new Uint8Array(n), maybeMade = new Uint8Array(n);
+  const isOut = new Uint8Array(n), maybeMade = new Uint8Array(n), isLayout = new Uint8Array(n);
   D.out.forEach((i) => { isOut[i] = 1; });
+  D.layout.forEach((i) => { isLayout[i] = 1; });
   D.unproduced.forEach((i) => { maybeMade[i] = 1; });
   const foldTo = new Map(), droppedBy = new Map(), leaderOf = new Map(), groupOf = new Map();
   const repeatOf = new Map();
@@ -32,7 +33,7 @@ function tgrPrepare(D) {
       }
     });
   });
-  return {D, n, children, isOut, maybeMade, foldTo, droppedBy, leaderOf, groupOf, repeatOf};
+  return {D, n, children, isOut, maybeMade, isLayout, foldTo, droppedBy, leaderOf, groupOf, repeatOf};
 }
 
 function pushTo(map, key, value) {
@@ -48,7 +49,8 @@ function tgrFixed2(x) {
 }
 
 /* state: {open: Set of call indices, unfolded: Set of run indices, fold, tensors, params,
-   ops, leaves, rankdir, side ("both" | "a" | "b")}. */
+   ops (true: layout-op chains drawn as a "reshape" edge label, "all": every op, false: none),
+   leaves, rankdir, side ("both" | "a" | "b")}. */
 function tgrCompose(P, state) {
   const {D, n, children} = P;
   const absentStatus = state.side === "a" ? "added" : state.side === "b" ? "removed" : null;
@@ -82,6 +84,7 @@ function tgrCompose(P, state) {
     const j = canonical(i);
     if (D.kind[j] === "L") return j;
     if (P.maybeMade[j] && D.parent[j] >= 0) return j;  // made by its open call's own code
+    if (state.ops === true && P.isLayout[j]) return -1;  // the label of the edge bridging it
     return shown[D.kind[j]] ? j : -1;
   }
   // a tensor its call's own code made (recorded without ops), where that call is a cluster
@@ -150,16 +153,18 @@ function tgrPlace(P, state, folded, canonical, vis, isCluster) {
 }
 
 /* A directed graph kept in insertion order, as networkx keeps it, so that edges come out in
-   the order the DOT writer writes them. */
+   the order the DOT writer writes them. An edge holds the diff statuses it stands for
+   (`marks`) and its label, the stronger where several edges meet (render/edges.py). */
 var TgrGraph = class {
   constructor() { this.succ = new Map(); this.pred = new Map(); }
   addNode(x) { if (!this.succ.has(x)) { this.succ.set(x, new Map()); this.pred.set(x, new Map()); } }
-  addEdge(s, t, marks) {
+  addEdge(s, t, marks, label) {
     this.addNode(s); this.addNode(t);
-    const old = this.succ.get(s).get(t);
-    const merged = old && marks ? new Set([...old, ...marks]) : (old || marks || null);
-    this.succ.get(s).set(t, merged);
-    this.pred.get(t).set(s, merged);
+    const old = this.succ.get(s).get(t), before = old ? old.marks : null;
+    const merged = before && marks ? new Set([...before, ...marks]) : (before || marks || null);
+    const value = {marks: merged, label: old ? tgrStronger(old.label, label || "") : label || ""};
+    this.succ.get(s).set(t, value);
+    this.pred.get(t).set(s, value);
   }
   removeEdge(s, t) { this.succ.get(s).delete(t); this.pred.get(t).delete(s); }
   removeNode(x) {
@@ -169,7 +174,7 @@ var TgrGraph = class {
   }
   edges() {
     const found = [];
-    for (const [s, targets] of this.succ) for (const [t, marks] of targets) found.push([s, t, marks]);
+    for (const [s, targets] of this.succ) for (const [t, {marks, label}] of targets) found.push([s, t, marks, label]);
     return found;
   }
   /* networkx's topological_sort: generations of nodes whose predecessors are all done. */
@@ -192,8 +197,11 @@ var TgrGraph = class {
   }
 };
 
-/* The drawn edges: recorded edges lifted to what draws their ends, hidden ends bridged,
-   edges at a cluster that a node inside it carries dropped (render/edges.py). */
+/* The drawn edges: recorded edges lifted to what draws their ends, hidden ends bridged (a
+   chain of layout ops labelled "reshape", an argument into attention by its role), edges at
+   a cluster that a node inside it carries dropped, a shared input's edges past the first
+   drawn as markers, and the edges into attention in the order of their roles
+   (render/view.py, render/edges.py, render/oproles.py). */
 function tgrLift(P, state, folded, canonical, vis, placed, absent) {
   const {D} = P;
   const graph = new TgrGraph(), hidden = new Set();
@@ -231,15 +239,18 @@ function tgrLift(P, state, folded, canonical, vis, placed, absent) {
     if (a < 0) { a = canonical(s); hidden.add(a); }
     if (b < 0) { b = canonical(t); hidden.add(b); }
     if (a === b) continue;
-    graph.addEdge(a, b, edgeStatus ? (firstOf(s, t) ? [edgeStatus[e / 2]] : []) : null);
+    // a role labels an edge into attention drawn as itself, not into the box holding it
+    const r = D.roles[e / 2], role = r && state.ops === true && vis[t] >= 0 && vis[t] === canonical(t) ? r : "";
+    graph.addEdge(a, b, edgeStatus ? (firstOf(s, t) ? [edgeStatus[e / 2]] : []) : null, role);
   }
   // a bridged edge stands for the changes on its way, not for what stayed the same
   // (render/diffstatus.py: an unchanged edge counts only where drawn as it is)
   for (const x of graph.topological()) {
     if (!hidden.has(x)) continue;
+    const own = state.ops === true && P.isLayout[x] ? D.reshape : "";
     const preds = [...graph.pred.get(x)], succs = [...graph.succ.get(x)];
-    for (const [s, m1] of preds) for (const [t, m2] of succs) {
-      if (s !== t) graph.addEdge(s, t, m1 && m2 ? [...m1, ...m2].filter((m) => m !== "same") : null);
+    for (const [s, {marks: m1, label: before}] of preds) for (const [t, {marks: m2, label: after}] of succs) {
+      if (s !== t) graph.addEdge(s, t, m1 && m2 ? [...m1, ...m2].filter((m) => m !== "same") : null, tgrStronger(after, before, own));
     }
     graph.removeNode(x);
   }
@@ -250,7 +261,41 @@ function tgrLift(P, state, folded, canonical, vis, placed, absent) {
     if (inside.has(s) && carried(t, inside.get(s), graph.pred)) graph.removeEdge(s, t);
     else if (inside.has(t) && carried(s, inside.get(t), graph.succ)) graph.removeEdge(s, t);
   }
-  return {edges: graph.edges(), inside};
+  const [edges, markers] = tgrSharedInputs(graph.edges(), D.fan_out);
+  return {edges: tgrInRoleOrder(edges, D.role_rank), inside, markers};
+}
+
+/* The label an edge keeps where several reach it: a role, else "reshape", else none
+   (render/oproles.py's stronger). */
+function tgrStronger(...labels) {
+  const roles = labels.filter((label) => label && label !== "reshape");
+  return roles.length ? roles[0] : labels.includes("reshape") ? "reshape" : "";
+}
+
+/* The edges drawn as markers: those out of a node that feeds more than `limit` nodes, all
+   but its first (render/edges.py's shared_inputs); returns the others and the markers. */
+function tgrSharedInputs(edges, limit) {
+  const targets = new Map();
+  for (const [s, t] of edges) pushTo(targets, s, t);
+  const kept = [], markers = [];
+  for (const edge of edges) {
+    const own = targets.get(edge[0]);
+    if (own.length > limit && edge[1] !== own[0]) markers.push([edge[0], edge[1]]); else kept.push(edge);
+  }
+  return [kept, markers];
+}
+
+/* The edges into one op that carry a role, in the order of the roles, in the places they
+   held (render/oproles.py's in_role_order: query, key, value side by side, in order). */
+function tgrInRoleOrder(edges, rank) {
+  const places = new Map();
+  edges.forEach(([, t, , label], k) => { if (label && Object.hasOwn(rank, label)) pushTo(places, t, k); });
+  const found = [...edges];
+  for (const where of places.values()) {
+    const ordered = where.map((k) => edges[k]).sort((a, b) => rank[a[3]] - rank[b[3]]);
+    where.forEach((k, at) => { found[k] = ordered[at]; });
+  }
+  return found;
 }
 
 /* Each cluster's drawn nodes, nested clusters' included: clusters first, then groups. */
@@ -315,6 +360,7 @@ function tgrWrite(P, state, folded, placed, lifted) {
   }
   if (state.rankdir === "TB" || state.rankdir === "BT") tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, F);
   tgrBeside(P, placed, edges, names, bodies);
+  const markerLines = tgrMarkers(P, placed, lifted, names, clusterNames, bodies, parts);
   const depthOf = (c) => { let d = 0; for (let p = parentOf.get(c); p !== -1; p = parentOf.get(p)) d++; return d; };
   const position = (c) => typeof c === "string" ? runOf(c).calls[0] : c;
   const order = [...clusterNames.keys()].map((c) => [depthOf(c), position(c), c]).sort((a, b) => b[0] - a[0] || a[1] - b[1]);
@@ -326,27 +372,46 @@ function tgrWrite(P, state, folded, placed, lifted) {
     const inner = bodies.get(c).map((line) => "\t" + line);
     bodies.get(parentOf.get(c)).push(`\tsubgraph ${clusterNames.get(c)} {\n\t\tgraph${attrs}\n`, ...inner, "\t}\n");
   }
-  const lines = edges.map(([s, t, recorded]) => {
-    const marked = marks && marks.edge(s, t, recorded, clusterNames);
+  const lines = edges.map(([s, t, recorded, label]) => {
+    const marked = (marks && marks.edge(s, t, recorded, clusterNames) || "") + (label ? D.labels[label] : "");
     parts.edge.push(tgrEdgeAttrs(P, s, t, marked));
     return tgrEdgeLine(P, s, t, names, clusterNames, lifted.inside, marked);
   });
   const invisible = tgrOrder(P, placed, lifted.inside).map(([a, b]) => `\t${names.get(a)} -> ${names.get(b)} [style=invis]\n`);
   const head = D.head.replace(/rankdir=[A-Z]+/, "rankdir=" + state.rankdir);
   const legend = tgrLegendLine(D, marks, [...nodes, ...clusters]);
-  const dot = head + bodies.get(-1).join("") + lines.join("") + invisible.join("") + legend + "}\n";
+  const dot = head + bodies.get(-1).join("") + lines.join("") + markerLines.join("") + invisible.join("") + legend + "}\n";
   return {dot, placed, edges, names, clusterNames, folded, parts, head, legend};
 }
 
 function tgrEdgeLine(P, s, t, names, clusterNames, inside, marked) {
-  const {D} = P;
-  const end = (x, last) => {
-    if (!clusterNames.has(x)) return [names.get(x), ""];
-    const members = [...inside.get(x)].sort((a, b) => a - b);
-    return [names.get(last ? members[members.length - 1] : members[0]), ` ${last ? "ltail" : "lhead"}=${clusterNames.get(x)}`];
-  };
-  const [tail, tailAttr] = end(s, true), [head, headAttr] = end(t, false);
+  const [tail, tailAttr] = tgrEnd(s, true, names, clusterNames, inside);
+  const [head, headAttr] = tgrEnd(t, false, names, clusterNames, inside);
   return `\t${tail} -> ${head} [${tgrEdgeAttrs(P, s, t, marked)}${tailAttr}${headAttr}]\n`;
+}
+
+/* The DOT node an edge ends at, and for a cluster the attribute naming it. */
+function tgrEnd(x, last, names, clusterNames, inside) {
+  if (!clusterNames.has(x)) return [names.get(x), ""];
+  const members = [...inside.get(x)].sort((a, b) => a - b);
+  return [names.get(last ? members[members.length - 1] : members[0]), ` ${last ? "ltail" : "lhead"}=${clusterNames.get(x)}`];
+}
+
+/* A small marker naming a shared input beside each node it feeds but the first, in that
+   node's cluster (render/dot.py); returns the markers' edges. The per-module layout takes
+   each marker as a node of that cluster (parts.node, parts.marker). */
+function tgrMarkers(P, placed, lifted, names, clusterNames, bodies, parts) {
+  const {D} = P;
+  parts.marker = [];
+  return lifted.markers.map(([s, t], k) => {
+    const name = "m" + k, parent = placed.parentOf.get(t);
+    const own = `label=${D.marker_names[D.marker[s]]} class="tgr-marker" id="m-${D.xid[s]}-${k}" ${D.marker_style}`;
+    bodies.get(parent).push(`\t${name} [${own}]\n`);
+    parts.node.set(name, [own, ""]);
+    parts.marker.push([name, t, parent]);
+    const [head, headAttr] = tgrEnd(t, false, names, clusterNames, lifted.inside);
+    return `\t${name} -> ${head} [class="tgr-flow"${headAttr}]\n`;
+  });
 }
 
 /* An edge's own attributes: what it is, its id, a diff's mark. */

@@ -7,22 +7,25 @@
    again only the modules it changed and the modules around them. */
 
 /* The containers of a composed view (-1: the page; clusters; a run's group "g<r>"), each
-   with its members: its own nodes, then the containers inside it, in the DOT writer's order. */
+   with its members: its own nodes, its shared-input markers ("m<k>", placed by the composer
+   as to_dot places them), then the containers inside it, in the DOT writer's order. */
 function tgrContainers(P, composed) {
-  const {placed} = composed, members = new Map([[-1, []]]);
+  const {placed, parts} = composed, members = new Map([[-1, []]]);
   const inner = [...placed.groups, ...placed.clusters];
   const position = (c) => (typeof c === "string" ? P.D.runs[+c.slice(1)].calls[0] : c);
   inner.sort((a, b) => position(a) - position(b));
   for (const c of inner) members.set(c, []);
   for (const i of placed.nodes) members.get(placed.parentOf.get(i)).push(i);
+  for (const [name, , parent] of parts.marker) members.get(parent).push(name);
   for (const c of inner) members.get(placed.parentOf.get(c)).push(c);
   return members;
 }
 
 /* Where an element sits: the containers around it, innermost first, ending with -1. */
-function tgrAround(placed, x) {
+function tgrAround(placed, x, markerParent) {
   const found = [];
-  for (let c = placed.parentOf.get(x); c !== undefined; c = placed.parentOf.get(c)) {
+  const up = (y) => (markerParent && markerParent.has(y) ? markerParent.get(y) : placed.parentOf.get(y));
+  for (let c = up(x); c !== undefined; c = placed.parentOf.get(c)) {
     found.push(c);
     if (c === -1) break;
   }
@@ -34,7 +37,11 @@ function tgrAround(placed, x) {
    box stands for what is inside it); inside every module it crosses, it runs from or to a
    small invisible port, one per element outside, so that the flow in and out is drawn. */
 function tgrLocalEdges(composed, members) {
-  const {placed, edges, parts} = composed, local = new Map(), ports = new Map();
+  const {placed, parts} = composed, local = new Map(), ports = new Map();
+  const markerParent = new Map(parts.marker.map(([name, , parent]) => [name, parent]));
+  // a marker's edge is an edge of the composed view like the others, local to its module
+  const edges = [...composed.edges, ...parts.marker.map(([name, t]) => [name, t])];
+  const attrsOf = [...parts.edge, ...parts.marker.map(() => 'class="tgr-flow"')];
   for (const c of members.keys()) { local.set(c, new Map()); ports.set(c, []); }
   const add = (c, from, to, attrs) => {
     const key = from + ">" + to;
@@ -42,13 +49,15 @@ function tgrLocalEdges(composed, members) {
   };
   const port = (c, name) => { if (!ports.get(c).includes(name)) ports.get(c).push(name); return name; };
   edges.forEach(([s, t], e) => {
-    const upS = [s, ...tgrAround(placed, s)], upT = [t, ...tgrAround(placed, t)];
+    const upS = [s, ...tgrAround(placed, s, markerParent)], upT = [t, ...tgrAround(placed, t)];
     const shared = new Set(upT.slice(1));
     const k = upS.findIndex((c, at) => at > 0 && shared.has(c)), top = upS[k];
-    const l = upT.indexOf(top), attrs = parts.edge[e];
+    const l = upT.indexOf(top), attrs = attrsOf[e];
     add(top, tgrLocalName(upS[k - 1]), tgrLocalName(upT[l - 1]), attrs);
-    const inPort = attrs.replace(/ id="([^"]*)"/, ' id="$1-in"');
-    const outPort = attrs.replace(/ id="([^"]*)"/, ' id="$1-out"');
+    // an edge's label is written once, on its part in the module holding both ends
+    const unlabelled = attrs.replace(/ xlabel=(?:"(?:[^"\\]|\\.)*"|[^\s\]]+)/, "");
+    const inPort = unlabelled.replace(/ id="([^"]*)"/, ' id="$1-in"');
+    const outPort = unlabelled.replace(/ id="([^"]*)"/, ' id="$1-out"');
     for (let at = 1; at < k; at++) {
       add(upS[at], tgrLocalName(upS[at - 1]), port(upS[at], "po" + tgrLocalName(t)), outPort);
     }
@@ -68,7 +77,7 @@ function tgrLocalDot(P, composed, c, members, edges, ports, sizes) {
   const lines = [composed.head];
   if (inner) lines.push(`\tsubgraph cluster_0 {\n\t\tgraph${parts.cluster.get(c)}\n`);
   const pairs = [...edges.values()];
-  const flowing = members.filter((m) => !sizes.has(m) && D.kind[m] !== "P").map(tgrLocalName);
+  const flowing = members.filter((m) => !sizes.has(m) && typeof m === "number" && D.kind[m] !== "P").map(tgrLocalName);
   const spine = new Set(tgrSpine(P, {nodes: flowing}, pairs));
   for (const m of members) {
     const name = tgrLocalName(m);
@@ -83,42 +92,11 @@ function tgrLocalDot(P, composed, c, members, edges, ports, sizes) {
   }
   for (const name of ports) lines.push(`${tab}${name} [label="" height=0.01 shape=point style=invis width=0.01]\n`);
   tgrLocalBeside(D, members, pairs, sizes, tab, lines);
-  const drawn = tgrShared(composed, pairs, tab, lines);
   if (inner) lines.push("\t}\n");
-  for (const [from, to, attrs] of drawn) lines.push(`\t${from} -> ${to} [${attrs}]\n`);
+  for (const [from, to, attrs] of pairs) lines.push(`\t${from} -> ${to} [${attrs}]\n`);
   if (!inner) lines.push(composed.legend);
   lines.push("}\n");
   return lines.join("");
-}
-
-/* Most edges a member sends inside one module before the others start at markers. */
-var TGR_FAN_OUT = 8;
-
-/* An element feeding more than TGR_FAN_OUT members of one module (rotary cos and sin,
-   position ids, a mask: into each of 80 blocks) keeps its first edge; each other member
-   gets a small marker naming it, instead of an edge across the module (a staircase of
-   crossing edges that also takes Graphviz seconds to lay out). */
-function tgrShared(composed, pairs, tab, lines) {
-  const count = new Map();
-  for (const [from] of pairs) count.set(from, (count.get(from) || 0) + 1);
-  const seen = new Set(), drawn = [];
-  for (const [from, to, attrs] of pairs) {
-    if (count.get(from) <= TGR_FAN_OUT || !seen.has(from)) { seen.add(from); drawn.push([from, to, attrs]); continue; }
-    const marker = `m${from}_${to}`;
-    lines.push(`${tab}${marker} [label="${tgrShortLabel(composed, from)}" class="tgr-marker" color="#adb5bd" ` +
-      `fillcolor="#f1f3f5" fontsize=8 height=0.2 margin="0.04,0.01" shape=box style="rounded,filled"]\n`);
-    drawn.push([marker, to, attrs.replace(/ id="([^"]*)"/, ' id="$1-m"')]);
-  }
-  return drawn;
-}
-
-/* The first line of what a local name draws (DOT-escaped already), for its markers. */
-function tgrShortLabel(composed, name) {
-  const x = name.startsWith("g") ? name : +name.slice(1);
-  const text = Number.isNaN(x) ? "" : (composed.parts.node.get(x) || [composed.parts.cluster.get(x) || ""])[0];
-  const found = /label="((?:[^"\\]|\\.)*)"|label=([^\s\]]+)/.exec(text);
-  const label = found ? (found[1] !== undefined ? found[1] : found[2]) : "";
-  return label.split("\\n")[0].split(":")[0];
 }
 
 /* Each parameter on one rank with the first op it feeds (as the composer does). */

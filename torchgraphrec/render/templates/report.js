@@ -239,7 +239,7 @@ function tgrUnfold(R, r) {
    call: the path opens down to that call, which stays closed. */
 function tgrRevealState(R, i) {
   const {D, P} = R;
-  const hidden = {T: !R.state.tensors, P: !R.state.params, O: !R.state.ops}[D.kind[i]];
+  const hidden = {T: !R.state.tensors, P: !R.state.params, O: !R.state.ops || (R.state.ops === true && P.isLayout[i])}[D.kind[i]];
   if (hidden && D.parent[i] >= 0) i = D.parent[i];
   for (let x = i; x >= 0; x = D.parent[x]) {
     for (const [r, k] of P.repeatOf.get(x) || []) if (k > 0 && R.drawn.folded[r]) tgrUnfold(R, r);
@@ -276,10 +276,17 @@ function tgrControls(R) {
       ops: keep.ops, leaves: keep.leaves, rankdir: keep.rankdir, side: keep.side};
     tgrUpdate(R, null, event.timeStamp);
   });
+  const layoutOps = R.$(".tgr-layout-ops");
   R.root.querySelectorAll(".tgr-opt").forEach((box) => box.addEventListener("change", (event) => {
-    R.state[box.dataset.opt] = box.checked;
+    R.state[box.dataset.opt] = box.dataset.opt === "ops" && box.checked && layoutOps.checked ? "all" : box.checked;
     tgrUpdate(R, null, event.timeStamp);
   }));
+  // ops: true draws a chain of layout ops as one edge labelled reshape, "all" every op
+  layoutOps.addEventListener("change", (event) => {
+    if (!R.state.ops) return;
+    R.state.ops = layoutOps.checked ? "all" : true;
+    tgrUpdate(R, null, event.timeStamp);
+  });
   R.$(".tgr-rankdir").addEventListener("change", (event) => { R.state.rankdir = event.target.value; tgrUpdate(R, null, event.timeStamp); });
   R.$(".tgr-side-control").hidden = !R.config.diff;
   R.$(".tgr-side").addEventListener("change", (event) => { R.state.side = event.target.value; tgrUpdate(R, null); });
@@ -293,6 +300,8 @@ function tgrSyncControls(R) {
   const s = R.state;
   R.$(".tgr-depth").value = s.depth === null ? "all" : String(s.depth);
   R.root.querySelectorAll(".tgr-opt").forEach((box) => { box.checked = Boolean(s[box.dataset.opt]); });
+  R.$(".tgr-layout-ops").checked = s.ops === "all";
+  R.$(".tgr-layout-ops").disabled = !s.ops;
   R.$(".tgr-rankdir").value = s.rankdir;
   R.$(".tgr-side").value = s.side;
 }
@@ -307,7 +316,7 @@ function tgrWriteUrl(R) {
   const closed = new Set([...preset.open].filter((i) => !state.open.has(i)));
   const params = [["d", state.depth === null ? "all" : state.depth], ["o", ids(opened)], ["c", ids(closed)],
     ["u", ids(new Set([...state.unfolded].map((r) => D.runs[r].calls[0])))], ["l", ids(state.leafOps)],
-    ["f", ["fold", "tensors", "params", "ops", "leaves"].map((k) => (state[k] ? 1 : 0)).join("")],
+    ["f", ["fold", "tensors", "params", "ops", "leaves"].map((k) => (state[k] === "all" ? 2 : state[k] ? 1 : 0)).join("")],
     ["r", state.rankdir], ["v", state.side], ["cb", R.colourBy || ""],
     ["s", R.selected === undefined ? "" : encodeURIComponent(D.ids[R.selected])]];
   const text = params.filter(([, v]) => v !== "").map(([k, v]) => `${key}${k}=${v}`).join("&");
@@ -332,7 +341,7 @@ function tgrReadUrl(R) {
   ids(found.l).forEach((i) => state.leafOps.add(i));
   const firsts = new Set(ids(found.u));
   R.D.runs.forEach((run, r) => { if (firsts.has(run.calls[0])) state.unfolded.add(r); });
-  (found.f || "").split("").forEach((v, k) => { state[["fold", "tensors", "params", "ops", "leaves"][k]] = v === "1"; });
+  (found.f || "").split("").forEach((v, k) => { state[["fold", "tensors", "params", "ops", "leaves"][k]] = v === "2" ? "all" : v === "1"; });
   // a hand-edited or stale link cannot ask for a direction or side that does not exist
   if (["TB", "LR", "BT", "RL"].includes(found.r)) state.rankdir = found.r;
   if (["both", "a", "b"].includes(found.v)) state.side = found.v;

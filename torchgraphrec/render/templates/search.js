@@ -11,7 +11,7 @@ function tgrMatches(R, query) {
   const shown = {L: true, M: true, O: state.ops, T: state.tensors, P: state.params};
   const canonical = R.drawn && R.drawn.canonical ? R.drawn.canonical : (i) => i;
   for (let i = 0; i < D.ids.length; i++) {
-    if (!shown[D.kind[i]]) continue;
+    if (!shown[D.kind[i]] || (D.kind[i] === "O" && state.ops === true && R.P.isLayout[i])) continue;
     const attrs = info[i] || {};
     const fields = [D.ids[i], attrs.label, attrs.qualname, attrs.type, attrs.name];
     if (fields.some((f) => f !== undefined && f !== null && String(f).toLowerCase().includes(query))) { found.add(canonical(i)); calls++; }
