@@ -97,6 +97,9 @@ NEEDS = {
     "comm_debug_mode": (_has("torch.distributed.tensor.debug", "CommDebugMode"),
                         "this torch has no public CommDebugMode "
                         "(torch.distributed.tensor.debug)"),
+    "collectives_dispatched": (_torch.C10D_DISPATCHES_TORCH_FUNCTION,
+                               "this torch's torch.distributed calls its backend without "
+                               "torch-function dispatch, so no mode sees its collectives"),
     "pinned_torch": (torch.__version__.split("+")[0] == _pinned_torch(),
                      "the picture was drawn with constraints.txt's torch, and another torch "
                      "records other ops"),

@@ -324,3 +324,23 @@ def test_dtensor_type_is_the_class_with_placements_and_to_local() -> None:
         pytest.skip("this torch has no DTensor")
     assert found.__name__ == "DTensor"
     assert callable(found.to_local) and hasattr(found, "placements")
+
+
+def test_c10d_dispatches_torch_function_where_detected(tmp_path) -> None:
+    import torch.distributed as dist
+
+    seen: list[str] = []
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            seen.append(getattr(func, "__name__", ""))
+            return func(*args, **(kwargs or {}))
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        with Mode():
+            dist.all_reduce(torch.ones(2))
+    finally:
+        dist.destroy_process_group()
+    assert ("all_reduce" in seen) is _torch.C10D_DISPATCHES_TORCH_FUNCTION

@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
     _get_current_dispatch_mode_stack
 
 __all__ = [
-    "ACCUMULATE_GRAD", "DisableTorchFunction", "GLOBAL_FORWARD_HOOKS_TAKE_KWARGS",
+    "ACCUMULATE_GRAD", "C10D_DISPATCHES_TORCH_FUNCTION", "DisableTorchFunction", "GLOBAL_FORWARD_HOOKS_TAKE_KWARGS",
     "HigherOrderOperator", "INLINE_ATTRIBUTES",
     "SAVED_TENSOR_HOOKS_READABLE", "TensorBase", "TorchDispatchMode", "aten_overloads",
     "aten_packets", "autograd_sequence_number", "call_kwargs", "call_kwargs_readable", "call_raised", "current_frame",
@@ -255,6 +255,19 @@ def _takes_keyword(function: Callable, name: str) -> bool:
 #: hooks each module instead.
 GLOBAL_FORWARD_HOOKS_TAKE_KWARGS: bool = _takes_keyword(register_module_forward_hook,
                                                         "with_kwargs")
+
+def _c10d_dispatches_torch_function() -> bool:
+    try:
+        from torch.distributed import distributed_c10d
+    except ImportError:  # a build without torch.distributed
+        return False
+    return hasattr(distributed_c10d, "handle_torch_function")
+
+
+#: Whether ``torch.distributed``'s collectives (``all_reduce``, ``broadcast``...) take part
+#: in torch-function dispatch, so that a torch-function mode sees them (older releases call
+#: the backend directly).
+C10D_DISPATCHES_TORCH_FUNCTION: bool = _c10d_dispatches_torch_function()
 
 #: The frame of the running function (CPython's).
 current_frame: Callable[[], FrameType] = sys._getframe

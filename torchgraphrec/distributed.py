@@ -10,15 +10,24 @@ from typing import Any, Optional
 
 import networkx as nx
 
+from torchgraphrec._torch import C10D_DISPATCHES_TORCH_FUNCTION
 from torchgraphrec.compare.ranks import graph_of
 
-__all__ = ["rank_stamps", "BACKWARD_NOT_SEEN", "gather", "save_rank", "annotate_shards"]
+__all__ = ["rank_stamps", "BACKWARD_NOT_SEEN", "COLLECTIVES_NOT_SEEN", "gather", "save_rank", "annotate_shards"]
 
 #: Why the recorder draws no backward collective (``g.graph["backward_collectives"]``).
 BACKWARD_NOT_SEEN = (
     "not seen: the backward's collectives (DDP's bucket all-reduce, FSDP2's re-gathers and "
     "reduce-scatters) run from C++ autograd hooks, below the recorder's torch-function mode; "
     "torch's flight recorder logs them (TORCH_FR_BUFFER_SIZE set before init_process_group)")
+
+
+#: Why the recorder draws none of torch.distributed's collectives
+#: (``g.graph["collectives"]``), on a torch whose c10d does not dispatch torch functions.
+COLLECTIVES_NOT_SEEN = (
+    "not seen: this torch's torch.distributed calls its backend without torch-function "
+    "dispatch, so the recorder's mode never sees all_reduce, broadcast and the like (newer "
+    "releases dispatch them); the functional collectives are recorded")
 
 
 def _dist() -> Any:
@@ -38,8 +47,11 @@ def rank_stamps() -> dict[str, Any]:
     dist = _dist()
     if dist is None:
         return {}
-    return {"rank": int(dist.get_rank()), "world_size": int(dist.get_world_size()),
-            "dist_backend": str(dist.get_backend())}
+    stamps = {"rank": int(dist.get_rank()), "world_size": int(dist.get_world_size()),
+              "dist_backend": str(dist.get_backend())}
+    if not C10D_DISPATCHES_TORCH_FUNCTION:
+        stamps["collectives"] = COLLECTIVES_NOT_SEEN
+    return stamps
 
 
 def gather(rec_or_graph: Any, dst: int = 0, group: Optional[Any] = None

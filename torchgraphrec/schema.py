@@ -102,7 +102,8 @@ Distributed
     graph has ``rank``, ``world_size`` and ``dist_backend`` (absent otherwise; not
     ``backend``, a keyword networkx keeps for itself), and with a backward recorded
     ``backward_collectives``: ``"not seen: <why>"``, since the backward's collectives run
-    below the recorder. A collective's op node (``all_reduce``, ``broadcast``, the
+    below the recorder; on a torch whose ``torch.distributed`` does not dispatch torch
+    functions (torch 2.4) ``collectives``: ``"not seen: <why>"``. A collective's op node (``all_reduce``, ``broadcast``, the
     functional collectives...) has ``collective`` (one of ``all_reduce``, ``all_gather``,
     ``reduce_scatter``, ``broadcast``, ``all_to_all``, ``reduce``, ``gather``, ``scatter``,
     ``send``, ``recv``), ``group_name`` (str), ``group_ranks`` (tuple of the group's global
@@ -335,6 +336,7 @@ OPTIONAL_GRAPH_ATTRS: Mapping[str, Check] = {
     "plain_forward_ms": _is_ms,
     "rank": _is_count, "world_size": _is_count, "dist_backend": _is_str,
     "backward_collectives": _is_str,
+    "collectives": _is_str,
 }
 
 #: Attributes an edge may have, checked where present.

@@ -11,6 +11,7 @@ import torch.distributed as dist
 from torch import nn
 
 import torchgraphrec as tgr
+from torchgraphrec import _torch
 from ranks.harness import Rank, scenario
 
 SCENARIOS: dict[str, Any] = {}
@@ -61,6 +62,8 @@ def test_the_graph_says_its_rank_world_size_and_backend(ranks) -> None:
         assert found["recorder"]["rank"] == rank
         assert found["graph"]["backward_collectives"].startswith("not seen: ")
         assert "backward_collectives" not in found["recorder"]  # no backward recorded
+        # where no mode can see torch.distributed's collectives, the graph says so
+        assert ("collectives" in found["graph"]) is not _torch.C10D_DISPATCHES_TORCH_FUNCTION
 
 
 def test_no_rank_stamps_without_a_process_group() -> None:
@@ -87,6 +90,7 @@ def all_reduce_path(ctx: Rank) -> dict:
             "valid": tgr.validate(graph) is None}
 
 
+@pytest.mark.needs("collectives_dispatched")
 def test_an_all_reduce_is_an_op_between_its_producer_and_its_reader(ranks) -> None:
     for found in ranks("all_reduce_path"):
         assert found["ops"] == ["linear", "clone", "all_reduce", "add"]
@@ -139,6 +143,7 @@ def every_api(ctx: Rank) -> dict:
                      _ops(tgr.from_json(tgr.to_json(rec.graph)))]}
 
 
+@pytest.mark.needs("collectives_dispatched")
 def test_every_collective_api_is_an_op_with_its_attributes(ranks) -> None:
     found = ranks("every_api")
     kinds = [[c["collective"] for c in rank["collectives"]] for rank in found]
@@ -256,6 +261,7 @@ def gathered(ctx: Rank) -> dict:
     return found
 
 
+@pytest.mark.needs("collectives_dispatched")
 def test_gather_brings_every_graph_to_dst_and_compare_ranks_finds_the_divergent(ranks) -> None:
     zero, one = ranks("gathered")
     assert one == {"same": None, "differ": None}
