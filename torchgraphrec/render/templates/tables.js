@@ -14,12 +14,13 @@ function tgrColumns(R, calls) {
     {key: "num_params", head: "params", value: (i) => R.info[i].num_params, number: true, bar: true},
   ];
   const costs = [["flops", "FLOPs"], ["backward_flops", "backward FLOPs"], ["saved_bytes", "saved for backward"],
-    ["forward_ms", "forward ms (recorded)"], ["backward_ms", "backward ms (recorded)"]];
+    ["forward_ms", "forward ms"], ["self_ms", "self ms"], ["backward_ms", "backward ms"]];
   for (const [key, head] of costs) {
     if (has(key)) columns.push({key, head, value: (i) => R.info[i][key], number: true, bar: true});
   }
-  if (!has("forward_ms")) {
-    columns.push({key: "forward_ms", head: "forward ms (recorded)", number: true, bar: true,
+  if (!has("forward_ms") && calls.some((i) => R.info[i].t_end_ns !== undefined)) {
+    // a graph without costs: its calls' times as recorded
+    columns.push({key: "forward_ms", head: "forward ms", number: true, bar: true,
       value: (i) => (R.info[i].t_end_ns - R.info[i].t_start_ns) / 1e6});
   }
   return columns;
@@ -134,7 +135,7 @@ function tgrTimelinePanel(R, calls, pass, startKey, endKey, scale) {
   const caption = document.createElementNS(ns, "text");
   caption.setAttribute("x", 2);
   caption.setAttribute("y", 11);
-  caption.textContent = `${pass} (recorded): ${(span / 1e6).toFixed(2)} ms`;
+  caption.textContent = `${pass}: ${tgrFormat("forward_ms", span / 1e6)}`;
   svg.append(caption);
   for (const i of timed) {
     const a = R.info[i], from = a[startKey], to = a[endKey];
@@ -149,7 +150,7 @@ function tgrTimelinePanel(R, calls, pass, startKey, endKey, scale) {
     if (scale && value !== undefined) rect.style.fill = tgrColourOf(R, scale, value)[0];
     const title = document.createElementNS(ns, "title");
     const ms = pass === "forward" ? a.forward_ms : a.backward_ms;
-    title.textContent = `${a.qualname || "(model)"} (${a.type}) ${pass} ${tgrFormat("forward_ms", ms !== undefined ? ms : (to - from) / 1e6)} recorded` +
+    title.textContent = `${a.qualname || "(model)"} (${a.type}) ${pass} ${tgrFormat("forward_ms", ms !== undefined ? ms : (to - from) / 1e6)}` +
       (value !== undefined && R.colourBy ? ` · ${tgrFormat(R.colourBy, value)}` : "");
     rect.append(title);
     rect.addEventListener("click", () => tgrSelect(R, i, {reveal: true}));
