@@ -76,7 +76,22 @@ function tgrCell(R, column, i, high) {
   if (column.key === "module") {
     cell.style.paddingLeft = `${8 + 12 * R.D.depth[i]}px`;
   }
-  if (!column.number) { cell.textContent = value === undefined ? "" : String(value); return cell; }
+  if (!column.number) {
+    // long names and many outputs are clipped or wrapped (the whole text on hover): the
+    // table fits a 1,400 px window whatever the model
+    const text = value === undefined ? "" : String(value);
+    if (column.key === "module" || column.key === "type" || column.key === "output") {
+      const span = document.createElement("span");
+      span.className = `tgr-clip tgr-col-${column.key}`;
+      // a long path keeps its end, which tells the calls apart
+      span.textContent = column.key === "module" && text.length > 44 ? `…${text.slice(-43)}` : text;
+      cell.title = text;
+      cell.append(span);
+    } else {
+      cell.textContent = text;
+    }
+    return cell;
+  }
   cell.className = "tgr-num";
   if (value === undefined || value === null || !Number.isFinite(value)) return cell;
   cell.textContent = column.key === "call" ? String(value) : tgrFormat(column.key, value);
@@ -155,6 +170,25 @@ function tgrTimelinePanel(R, calls, pass, startKey, endKey, scale) {
     rect.append(title);
     rect.addEventListener("click", () => tgrSelect(R, i, {reveal: true}));
     svg.append(rect);
+    const label = tgrBarLabel(R, ns, a, rect, value !== undefined && scale ? tgrColourOf(R, scale, value)[1] : null);
+    if (label) svg.append(label);
   }
   return svg;
+}
+
+/* A bar's name, drawn inside it where the bar is wide enough for the name, else for its
+   last part (``q_proj``); none where not even that fits. Clicks go through to the bar. */
+const TGR_LABEL_CHAR = 5.6;  // px per character of the 10px label font, on the 1000-wide axis
+function tgrBarLabel(R, ns, a, rect, ink) {
+  const width = Number(rect.getAttribute("width")) - 4;
+  const name = a.qualname || "(model)", short = name.split(".").pop();
+  const text = [name, short].find((t) => t.length * TGR_LABEL_CHAR <= width);
+  if (!text) return null;
+  const label = document.createElementNS(ns, "text");
+  label.setAttribute("x", (Number(rect.getAttribute("x")) + 2).toFixed(2));
+  label.setAttribute("y", Number(rect.getAttribute("y")) + 9.5);
+  label.setAttribute("class", "tgr-bar-label");
+  if (ink) label.style.fill = ink;
+  label.textContent = text;
+  return label;
 }
