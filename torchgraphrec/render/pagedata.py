@@ -104,9 +104,35 @@ def facts(graph: nx.DiGraph) -> dict[str, Any]:
     for name in ("flops", "backward_flops", "saved_bytes"):
         found[name] = _amount(graph, name)
     if "diff_a_model" in graph.graph:
-        found["diff"] = {status: sum(1 for _, s in graph.nodes(data="diff") if s == status)
-                         for status in ("added", "removed", "changed")}
+        found["diff"] = diff_counts(graph)
     return found
+
+
+_NOUNS = (("layer", "calls"), ("op", "ops"), ("param", "param tensors"))
+
+
+def diff_counts(union: nx.DiGraph) -> dict[str, Any]:
+    """What a diff's header counts, as its text summary does (``GraphDiff.summary``'s
+    first line): calls, ops and parameter tensors added, removed and changed, and the edges
+    rewired between nodes both sides have (tensors are not counted: a changed width
+    changes every tensor after it).
+
+    >>> g = nx.DiGraph(diff_a_model="M")
+    >>> g.add_node("a", kind="layer", diff="added"); g.add_node("b", kind="op", diff="changed")
+    >>> g.add_node("c", kind="op", diff="same"); g.add_edge("b", "c", diff="added")
+    >>> diff_counts(g)
+    {'parts': [['calls', [[1, 'added']]], ['ops', [[1, 'changed']]]], 'rewired': 1}
+    """
+    statuses = ("added", "removed", "changed")
+    parts = []
+    for kind, noun in _NOUNS:
+        counts = [[sum(1 for _, a in union.nodes(data=True) if a["kind"] == kind
+                       and a.get("diff") == status), status] for status in statuses]
+        if any(n for n, _ in counts):
+            parts.append([noun, [c for c in counts if c[0]]])
+    rewired = sum(1 for s, t, status in union.edges(data="diff") if status in ("added", "removed")
+                  and union.nodes[s].get("diff") != status and union.nodes[t].get("diff") != status)
+    return {"parts": parts, "rewired": rewired}
 
 
 def colour_choices(graph: nx.DiGraph, wanted: Optional[str],

@@ -1,0 +1,47 @@
+"""A diff's report: its header counts what the text summary counts; either side alone is
+drawn as that side's own recording would be (folded as it folds)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import torchgraphrec as tgr
+from render.reportpage import loaded_report
+from torchgraphrec.render.html import to_html
+
+ROOT = "#tgr"
+
+
+def _gpt2(layers: int) -> tgr.Recording:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=layers, n_embd=64, n_head=2, vocab_size=100,
+                                     n_positions=32, bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2Model(config).eval()
+    return tgr.record(model, torch.randint(0, 100, (1, 8)))
+
+
+@pytest.fixture(scope="module")
+def gpt2_diff() -> tgr.GraphDiff:
+    return tgr.diff(_gpt2(2), _gpt2(3))
+
+
+@pytest.fixture(scope="module")
+def diff_report(gpt2_diff, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("diff") / "diff.html"
+    path.write_text(to_html(gpt2_diff.union), encoding="utf-8")
+    return path
+
+
+def test_the_header_counts_what_the_summary_counts(browser, gpt2_diff, diff_report) -> None:
+    headline = gpt2_diff.summary().splitlines()[0]
+    with loaded_report(browser, diff_report, width=1400) as loaded:
+        parts = loaded.page.locator(f"{ROOT} .tgr-diff-facts > span").all_text_contents()
+    # the summary's headline, part for part (the parameter total is in the facts above)
+    assert parts == [p for p in headline.split("; ") if not p.startswith("parameters")]
+    assert parts == ["calls 12 added, 1 changed", "ops 43 added", "param tensors 12 added",
+                     "1 edge rewired"]
+    assert loaded.problems == []
