@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import torchgraphrec as tgr
-from render.reportpage import loaded_report
+from render.reportpage import act, drawn_ids, loaded_report, state
+from torchgraphrec.render.dot import to_dot
 from torchgraphrec.render.html import to_html
 
 ROOT = "#tgr"
@@ -44,4 +45,30 @@ def test_the_header_counts_what_the_summary_counts(browser, gpt2_diff, diff_repo
     assert parts == [p for p in headline.split("; ") if not p.startswith("parameters")]
     assert parts == ["calls 12 added, 1 changed", "ops 43 added", "param tensors 12 added",
                      "1 edge rewired"]
+    assert loaded.problems == []
+
+
+def test_side_b_is_drawn_as_b_folds_it(browser, gpt2_diff, diff_report) -> None:
+    b = gpt2_diff.b
+    with loaded_report(browser, diff_report, width=1400) as loaded:
+        page = loaded.page
+        both = state(page)["dot"]
+        assert "h.0–1: GPT2Block  × 2" in both  # the union keeps the added block apart
+        act(page, page.select_option, f"{ROOT} .tgr-side", "b")
+        page.click(f"{ROOT} .tgr-fit")
+        page.screenshot(path="/tmp/diff-side-b.png")
+        drawn = state(page)["dot"]
+        assert "h.0–2: GPT2Block  × 3" in drawn
+        assert drawn == to_dot(b)  # exactly B's own static drawing
+        act(page, page.select_option, f"{ROOT} .tgr-side", "a")
+        assert "h.0–1: GPT2Block  × 2" in state(page)["dot"]
+        act(page, page.select_option, f"{ROOT} .tgr-side", "b")  # back: its runs again
+        run = page.evaluate(f"""() => {{ const R = document.querySelector('{ROOT}').tgr;
+            return R.P.D.runs.findIndex((r) => r.calls.length === 3); }}""")
+        title = page.locator(f'{ROOT} .tgr-canvas [id="c-layer:h.0#0"] text').first
+        title.click()  # the side panel offers the three repeats, and they unfold
+        show = page.locator(f"{ROOT} .tgr-actions button", has_text="Show the 3 repeats")
+        act(page, show.click)
+        assert page.evaluate(f"[...document.querySelector('{ROOT}').tgr.state.unfolded]") == [run]
+        assert {"n-layer:h.0#0", "n-layer:h.1#0", "n-layer:h.2#0"} <= drawn_ids(page)  # each closed
     assert loaded.problems == []
