@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional
 
 import networkx as nx
@@ -111,16 +112,18 @@ class Recording:
 
         return report_frame(self.graph)
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         from torchgraphrec.jupyter import mimebundle
 
         return mimebundle(self.graph, repr(self), include, exclude)
 
-    def show(self, **options: Any) -> None:
-        """Display the recording in a notebook, drawn with these options (``depth``...)."""
+    def show(self, **options: Any) -> Optional[Path]:
+        """Display the recording, drawn with these options (``depth``...): in a notebook
+        as the report widget; outside one, the report opens in the web browser (its file,
+        in a new temporary folder, is returned)."""
         from torchgraphrec.jupyter import show
 
-        show(self.graph, repr(self), **options)
+        return show(self.graph, repr(self), **options)
 
     def __repr__(self) -> str:
         counts = {kind: 0 for kind in ("layer", "tensor", "param", "op")}
