@@ -20,7 +20,8 @@ from typing import Any, Iterable, Optional
 
 import networkx as nx
 
-__all__ = ["mimebundle", "report_frame", "report_widget", "in_notebook", "show", "MAX_BYTES",
+__all__ = ["mimebundle", "report_frame", "report_widget", "report_widget_available",
+           "in_notebook", "show", "MAX_BYTES",
            "FRAME_HEIGHT", "WIDGET_MIME"]
 
 #: The most a notebook output may embed per format; bigger drawings are replaced by a
@@ -106,6 +107,11 @@ def _widget_class() -> Optional[type]:
             self.send({"answer": asked}, buffers=[text.encode("utf-8")])
 
     return ReportWidget
+
+
+def report_widget_available() -> bool:
+    """Whether the report can be shown as a widget here (``anywidget`` installed)."""
+    return _widget_class() is not None
 
 
 def report_widget(graph: nx.DiGraph, **options: Any) -> Any:

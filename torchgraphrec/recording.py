@@ -106,10 +106,14 @@ class Recording:
 
         return costs_frame(self.graph, depth)
 
-    def _repr_html_(self) -> str:
-        """The interactive report in an ``<iframe srcdoc>`` (see :mod:`torchgraphrec.jupyter`)."""
-        from torchgraphrec.jupyter import report_frame
+    def _repr_html_(self) -> Optional[str]:
+        """The interactive report in an ``<iframe srcdoc>`` (see :mod:`torchgraphrec.jupyter`);
+        ``None`` in a kernel where the report is a widget (IPython asks for HTML besides the
+        bundle, and a page with its layout engine per display is what the widget avoids)."""
+        from torchgraphrec.jupyter import in_notebook, report_frame, report_widget_available
 
+        if in_notebook() and report_widget_available():
+            return None
         return report_frame(self.graph)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
