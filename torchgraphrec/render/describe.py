@@ -251,26 +251,22 @@ class _Describer:
         return runs, forms
 
     def side(self, drawn: nx.DiGraph, absent: str) -> dict[str, Any]:
-        """One side of a diff alone, as that side's own recording draws it: without what
-        it lacks (``absent``: the status of the nodes it has not) and without statuses, so
-        that it folds as it folds (GPT-2's ``h.0–2 × 3`` on the side with three blocks,
-        where the union keeps the added block apart); numbered as the union is."""
+        """One side of a diff alone: each node's forms as the union's plain copy writes
+        them (``drawn``: the side's attributes), and the runs that side's own recording
+        folds, found without what it lacks (``absent``: the status of the nodes it has
+        not) and without statuses: GPT-2's ``h.0–2 × 3`` on the side with three blocks,
+        where the union keeps the added block apart. Numbered as the union is."""
         kept = plain(drawn).subgraph(n for n, a in drawn.nodes(data=True)
                                      if a.get("diff") != absent).copy()
-        kept.remove_edges_from([(s, t) for s, t, status in kept.edges(data="diff") if status == absent])
-        for attrs in [*(a for _, a in kept.nodes(data=True)), *(a for *_, a in kept.edges(data=True))]:
+        kept.remove_edges_from([(s, t) for s, t, status in kept.edges(data="diff")
+                                if status == absent])
+        for attrs in [*(a for _, a in kept.nodes(data=True)),
+                      *(a for *_, a in kept.edges(data=True))]:
             for key in [k for k in attrs if k.startswith("diff")]:
                 del attrs[key]
-        side = _Describer(kept, self.options)
-        runs, forms = side.runs_and_forms(self.index)
-        number = [self.index[n] for n in side.order]  # the side's node k is the union's number[k]
-        found: dict[str, Any] = {"runs": runs}
-        for key, blank in (("own", ""), ("extra", ""), ("width", 0)):
-            found[key] = [blank] * len(self.order)
-            for k, value in enumerate(forms[key]):
-                found[key][number[k]] = value
-        for key in ("cluster", "title"):
-            found[key] = {number[k]: value for k, value in forms[key].items()}
+        runs, _ = _Describer(kept, self.options).runs_and_forms(self.index)
+        found = _Describer(plain(drawn), self.options).form_arrays([])
+        found["runs"] = runs
         return found
 
 
