@@ -1,17 +1,28 @@
 """Rich display in Jupyter: the interactive report, an SVG and a plain-text summary.
 
-Nothing here imports IPython: notebooks call :func:`mimebundle` through
-``Recording._repr_mimebundle_``, and :func:`show` imports IPython only when called.
+In a kernel with ``anywidget`` installed the report is a widget (JupyterLab, Notebook 7,
+VS Code, Colab): its layout engine and scripts are sent once per page and its data per
+display, as messages a saved notebook does not keep, so a saved notebook holds each
+display's SVG (for GitHub, nbviewer and other renderers without JavaScript) and a few
+hundred bytes of widget state. Elsewhere the report is an ``<iframe srcdoc>`` page.
+Nothing here imports IPython at module level.
 """
 
 from __future__ import annotations
 
 import html
+import sys
+import tempfile
+import webbrowser
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import networkx as nx
 
-__all__ = ["mimebundle", "report_frame", "show", "MAX_BYTES", "FRAME_HEIGHT"]
+__all__ = ["mimebundle", "report_frame", "report_widget", "report_widget_available",
+           "in_notebook", "show", "MAX_BYTES",
+           "FRAME_HEIGHT", "WIDGET_MIME"]
 
 #: The most a notebook output may embed per format; bigger drawings are replaced by a
 #: message saying how to see them.
@@ -19,6 +30,8 @@ MAX_BYTES = 8_000_000
 #: The height of the report's frame in a notebook, in CSS pixels: the drawing and its
 #: panel fit, the table and the timeline scroll inside.
 FRAME_HEIGHT = 900
+#: The output type a front end with the widget manager draws a widget from.
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 def _too_big(kind: str, size: int) -> str:
@@ -52,28 +65,101 @@ def _svg(graph: nx.DiGraph, options: dict[str, Any]) -> Optional[str]:
     return svg.decode() if len(svg) <= MAX_BYTES else None
 
 
+def in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (IPython imported by it, never by us)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+@lru_cache(maxsize=1)
+def _widget_class() -> Optional[type]:
+    """The report widget's class, or ``None`` without ``anywidget``."""
+    try:
+        import anywidget
+        import traitlets
+    except ImportError:
+        return None
+    from importlib import resources
+
+    from torchgraphrec.render.html import engine_script, report_fragment
+
+    class ReportWidget(anywidget.AnyWidget):
+        """The interactive report of one recording; its engine and data sent on request."""
+
+        _esm = (resources.files("torchgraphrec.render") / "templates" / "widget.js").read_text("utf-8")
+        model = traitlets.Unicode("").tag(sync=True)
+
+        def __init__(self, graph: nx.DiGraph, **options: Any) -> None:
+            super().__init__(model=str(graph.graph.get("model", "model")))
+            self._graph, self._options = graph, options
+            self.on_msg(self._answer)
+
+        def _answer(self, _: Any, content: dict, buffers: Any) -> None:
+            asked = content.get("ask") if isinstance(content, dict) else None
+            if asked == "engine":
+                text = engine_script()
+            elif asked == "report":
+                text = report_fragment(self._graph, element_id="tgr-" + self.model_id[:12],
+                                       scripts=False, **self._options)
+            else:
+                return
+            self.send({"answer": asked}, buffers=[text.encode("utf-8")])
+
+    return ReportWidget
+
+
+def report_widget_available() -> bool:
+    """Whether the report can be shown as a widget here (``anywidget`` installed)."""
+    return _widget_class() is not None
+
+
+def report_widget(graph: nx.DiGraph, **options: Any) -> Any:
+    """The report as an ``anywidget`` widget, or ``None`` where ``anywidget`` is missing."""
+    widget = _widget_class()
+    return None if widget is None else widget(graph, **options)
+
+
 def mimebundle(graph: nx.DiGraph, plain: str, include: Optional[Iterable[str]] = None,
-               exclude: Optional[Iterable[str]] = None, **options: Any) -> dict[str, str]:
-    """The display formats of a recording: ``text/plain`` always; ``text/html`` (the
-    report) and ``image/svg+xml`` when a layout engine is at hand."""
+               exclude: Optional[Iterable[str]] = None, **options: Any) -> dict[str, Any]:
+    """The display formats of a recording: ``text/plain`` always; ``image/svg+xml`` when a
+    layout engine is at hand; and the report: in a kernel with ``anywidget`` the widget
+    (``application/vnd.jupyter.widget-view+json``), else ``text/html``."""
     from torchgraphrec.render.engine import EngineError
 
-    wanted = set(include or ("text/html", "image/svg+xml", "text/plain")) - set(exclude or ())
-    bundle = {"text/plain": plain}
+    widget = report_widget(graph, **options) if in_notebook() else None
+    report = WIDGET_MIME if widget is not None else "text/html"
+    wanted = set(include or (report, "image/svg+xml", "text/plain")) - set(exclude or ())
+    bundle: dict[str, Any] = {"text/plain": plain}
     try:
         if "image/svg+xml" in wanted:
             svg = _svg(graph, options)
             if svg is not None:
                 bundle["image/svg+xml"] = svg
-        if "text/html" in wanted:
+        if report == WIDGET_MIME and WIDGET_MIME in wanted:
+            shown = widget._repr_mimebundle_()  # anywidget: (data, metadata)
+            bundle[WIDGET_MIME] = (shown[0] if isinstance(shown, tuple) else shown)[WIDGET_MIME]
+        elif "text/html" in wanted:
             bundle["text/html"] = report_frame(graph, **options)
     except EngineError as exc:  # a summary beats a traceback in a notebook
         bundle["text/html"] = f"<p><b>torchgraphrec:</b> cannot draw here: {exc}</p>"
+        wanted.add("text/html")
     return {kind: value for kind, value in bundle.items() if kind in wanted}
 
 
-def show(graph: nx.DiGraph, plain: str, **options: Any) -> None:
-    """Display the recording in the running notebook with these drawing options."""
+def show(graph: nx.DiGraph, plain: str, **options: Any) -> Optional[Path]:
+    """Display the recording with these drawing options: in the running notebook, or,
+    outside one, as the report opened in the web browser (its file returned)."""
+    if not in_notebook():
+        from torchgraphrec.render.html import to_html
+
+        name = str(graph.graph.get("model", "model"))
+        folder = Path(tempfile.mkdtemp(prefix="torchgraphrec-"))
+        path = folder / f"{''.join(c if c.isalnum() else '_' for c in name)}.html"
+        path.write_text(to_html(graph, **options), encoding="utf-8")
+        webbrowser.open(path.as_uri())
+        return path
     from IPython.display import display
 
     display(mimebundle(graph, plain, **options), raw=True)
+    return None

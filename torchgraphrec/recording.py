@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional
 
 import networkx as nx
@@ -105,22 +106,28 @@ class Recording:
 
         return costs_frame(self.graph, depth)
 
-    def _repr_html_(self) -> str:
-        """The interactive report in an ``<iframe srcdoc>`` (see :mod:`torchgraphrec.jupyter`)."""
-        from torchgraphrec.jupyter import report_frame
+    def _repr_html_(self) -> Optional[str]:
+        """The interactive report in an ``<iframe srcdoc>`` (see :mod:`torchgraphrec.jupyter`);
+        ``None`` in a kernel where the report is a widget (IPython asks for HTML besides the
+        bundle, and a page with its layout engine per display is what the widget avoids)."""
+        from torchgraphrec.jupyter import in_notebook, report_frame, report_widget_available
 
+        if in_notebook() and report_widget_available():
+            return None
         return report_frame(self.graph)
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         from torchgraphrec.jupyter import mimebundle
 
         return mimebundle(self.graph, repr(self), include, exclude)
 
-    def show(self, **options: Any) -> None:
-        """Display the recording in a notebook, drawn with these options (``depth``...)."""
+    def show(self, **options: Any) -> Optional[Path]:
+        """Display the recording, drawn with these options (``depth``...): in a notebook
+        as the report widget; outside one, the report opens in the web browser (its file,
+        in a new temporary folder, is returned)."""
         from torchgraphrec.jupyter import show
 
-        show(self.graph, repr(self), **options)
+        return show(self.graph, repr(self), **options)
 
     def __repr__(self) -> str:
         counts = {kind: 0 for kind in ("layer", "tensor", "param", "op")}

@@ -93,13 +93,13 @@ def test_every_script_is_inlined(recording) -> None:
 
 def test_times_say_what_they_are(recording) -> None:
     page = to_html(recording.graph)
-    assert re.search(r"<span[^>]*>forward [\d.]+ ms</span>", page)
+    assert re.search(r"<span[^>]*>forward [\d.]+ (ms|µs|ns|s)</span>", page)
     assert "recording included" not in page and "recorder's own work is included" not in page
     assert "plain forward" not in page  # none was measured
     graph = recording.graph.copy()
     graph.graph["plain_forward_ms"] = 1.25
     timed = to_html(graph)
-    assert "plain forward 1.25 ms" in timed
+    assert "plain forward 1.2 ms" in timed  # as the table writes times
     assert script_json(timed, "tgr-config")["plain_ms"] == 1.25
 
 
@@ -166,17 +166,27 @@ def test_notebook_display_never_imports_ipython() -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_show_displays_with_the_given_options(recording) -> None:
+def test_show_displays_with_the_given_options(recording, monkeypatch) -> None:
     from unittest import mock
 
+    from torchgraphrec import jupyter
+
+    pytest.importorskip("anywidget")
     ipython_display = pytest.importorskip("IPython.display")
+    monkeypatch.setattr(jupyter, "in_notebook", lambda: True)
+    made = []
+    monkeypatch.setattr(jupyter, "report_widget", lambda graph, **options: made.append(
+        jupyter._widget_class()(graph, **options)) or made[-1])
     with mock.patch.object(ipython_display, "display") as shown:
         recording.show(depth=0, include_tensors=False)
     (bundle,), options = shown.call_args
     assert options == {"raw": True}
-    assert set(bundle) == {"text/plain", "text/html", "image/svg+xml"}
+    assert set(bundle) == {"text/plain", jupyter.WIDGET_MIME, "image/svg+xml"}
+    assert bundle[jupyter.WIDGET_MIME]["model_id"] == made[0].model_id
     svg = bundle["image/svg+xml"].replace("&#45;", "-")  # Graphviz escapes '-' in attributes
     assert 'id="n-layer:#0"' in svg  # depth 0: the root drawn as one box
     assert svg.count("tgr-tensor") == 2  # the model's input and output only
-    page = html.unescape(re.search(r'srcdoc="([^"]*)"', bundle["text/html"]).group(1))
-    assert script_json(page, "tgr-config")["preset"]["depth"] == 0
+    sent = []
+    made[0].send = lambda content, buffers=None: sent.append(buffers[0].decode())
+    made[0]._answer(made[0], {"ask": "report"}, [])
+    assert script_json(sent[0], "tgr-config")["preset"]["depth"] == 0

@@ -217,15 +217,7 @@ class _Describer:
         kinds = "".join("M" if graph.nodes[n].get("role") in ("input", "output")
                         else KIND_LETTERS[graph.nodes[n]["kind"]] for n in order)
         edges, status, roles = self.edges()
-        found_runs = find_all_runs(graph, self.options)
-        runs = [{"parent": index.get(run.parent, -1), "period": len(run.calls[0]),
-                 "calls": [index[c] for calls in run.calls for c in calls], "valid": valid,
-                 "fold": [index[n] for pair in sorted(run.fold_to.items()) for n in pair],
-                 "dropped": sorted(index[n] for n in run.dropped)}
-                for run, valid in found_runs]
-        forms = self.form_arrays([run for run, _ in found_runs])
-        for run, run_forms in zip(runs, forms.pop("runs")):
-            run.update(run_forms)
+        runs, forms = self.runs_and_forms(index)
         found = {
             "head": self.head(), "styles": dict(self.writer.styles),
             "ids": order, "xid": [css_class(n) for n in order],
@@ -240,9 +232,41 @@ class _Describer:
         if self.writer.marks is not None:
             found["mark"] = self.marks()
             found["status"] = [graph.nodes[n].get("diff", "same") for n in order]
-            found["sides"] = {side: _Describer(drawn, self.options).form_arrays(
-                [run for run, _ in found_runs]) for side, drawn in
-                (("a", plain(old_side(graph))), ("b", plain(graph)))}
+            found["sides"] = {side: self.side(drawn, absent) for side, drawn, absent in
+                              (("a", old_side(graph), "added"), ("b", graph, "removed"))}
+        return found
+
+    def runs_and_forms(self, index: dict[str, int]) -> tuple[list[dict], dict[str, Any]]:
+        """The runs this graph folds (node numbers from ``index``), each with its ``× N``
+        forms, and every node's forms (numbered in this graph's own order)."""
+        found_runs = find_all_runs(self.graph, self.options)
+        runs = [{"parent": index.get(run.parent, -1), "period": len(run.calls[0]),
+                 "calls": [index[c] for calls in run.calls for c in calls], "valid": valid,
+                 "fold": [index[n] for pair in sorted(run.fold_to.items()) for n in pair],
+                 "dropped": sorted(index[n] for n in run.dropped)}
+                for run, valid in found_runs]
+        forms = self.form_arrays([run for run, _ in found_runs])
+        for run, run_forms in zip(runs, forms.pop("runs")):
+            run.update(run_forms)
+        return runs, forms
+
+    def side(self, drawn: nx.DiGraph, absent: str) -> dict[str, Any]:
+        """One side of a diff alone: each node's forms as the union's plain copy writes
+        them (``drawn``: the side's attributes), and the runs that side's own recording
+        folds, found without what it lacks (``absent``: the status of the nodes it has
+        not) and without statuses: GPT-2's ``h.0–2 × 3`` on the side with three blocks,
+        where the union keeps the added block apart. Numbered as the union is."""
+        kept = plain(drawn).subgraph(n for n, a in drawn.nodes(data=True)
+                                     if a.get("diff") != absent).copy()
+        kept.remove_edges_from([(s, t) for s, t, status in kept.edges(data="diff")
+                                if status == absent])
+        for attrs in [*(a for _, a in kept.nodes(data=True)),
+                      *(a for *_, a in kept.edges(data=True))]:
+            for key in [k for k in attrs if k.startswith("diff")]:
+                del attrs[key]
+        runs, _ = _Describer(kept, self.options).runs_and_forms(self.index)
+        found = _Describer(plain(drawn), self.options).form_arrays([])
+        found["runs"] = runs
         return found
 
 

@@ -27,7 +27,7 @@ from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.pagedata import PLAIN_FORWARD, colour_choices, facts, node_info
 from torchgraphrec.render.vendor import viz_js
 
-__all__ = ["to_html", "report_fragment", "SCRIPTS", "BIG_DRAWING"]
+__all__ = ["to_html", "report_fragment", "engine_script", "SCRIPTS", "BIG_DRAWING"]
 
 #: The page's own scripts, in the order they are inlined.
 SCRIPTS = ("compose.js", "layout.js", "view.js", "paint.js", "search.js", "details.js", "tables.js",
@@ -96,9 +96,19 @@ def _config(graph: nx.DiGraph, options: RenderOptions, depth: Any) -> dict[str, 
     }
 
 
-def report_fragment(graph: nx.DiGraph, *, element_id: str = "tgr", **options: Any) -> str:
+def engine_script() -> str:
+    """What every report on a page shares, as one classic script: the layout engine
+    (viz-js, defining ``Viz``) and the page's own functions (``tgrReport(root)`` starts a
+    report). The notebook widget loads it once per page (:mod:`torchgraphrec.jupyter`)."""
+    return viz_js().text + "\n" + "\n".join(_asset(name) for name in SCRIPTS)
+
+
+def report_fragment(graph: nx.DiGraph, *, element_id: str = "tgr", scripts: bool = True,
+                    **options: Any) -> str:
     """The report as an HTML fragment (a ``<div>`` with its style and scripts), for pages;
-    ``element_id`` keeps several reports on one page apart. The options are those of
+    ``element_id`` keeps several reports on one page apart. Without ``scripts`` it holds
+    no script to run (only its data): the page has :func:`engine_script` already and starts
+    it with ``tgrReport(root)``. The options are those of
     :class:`~torchgraphrec.render.options.RenderOptions`: the page opens as that static
     drawing would be drawn (``depth="auto"`` picks the depth), and its controls change
     every one of them but the theme and the label options.
@@ -113,8 +123,8 @@ def report_fragment(graph: nx.DiGraph, *, element_id: str = "tgr", **options: An
         drawing_json=_script_json(drawing),
         data_json=_script_json(node_info(graph, drawing["ids"])),
         config_json=_script_json(_config(graph, settings, depth)),
-        style=_asset("report.css"), viz=_raw(viz_js().text, "viz-global.js"),
-        script="\n".join(_asset(name) for name in SCRIPTS))
+        style=_asset("report.css"), viz=_raw(viz_js().text, "viz-global.js") if scripts else "",
+        script="\n".join(_asset(name) for name in SCRIPTS) if scripts else "")
 
 
 def to_html(graph: nx.DiGraph, **options: Any) -> str:

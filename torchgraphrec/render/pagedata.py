@@ -12,7 +12,7 @@ from torchgraphrec.text import settings_text
 from torchgraphrec.render.scale import INCLUSIVE, TITLES
 from torchgraphrec.render.theme import SCALE, text_color
 
-__all__ = ["node_info", "facts", "colour_choices", "COSTS", "PLAIN_FORWARD"]
+__all__ = ["node_info", "facts", "forward_ms", "colour_choices", "COSTS", "PLAIN_FORWARD"]
 
 #: The cost attributes a page can colour by and tabulate, with their headings.
 COSTS = {"flops": "FLOPs", "backward_flops": "backward FLOPs", "saved_bytes": "saved activations",
@@ -67,9 +67,25 @@ def _roots(graph: nx.DiGraph) -> list[dict[str, Any]]:
             if a["kind"] == "layer" and a["parent"] is None]
 
 
+def forward_ms(graph: nx.DiGraph) -> Optional[float]:
+    """The forward's time as the graph holds it: the model calls' ``forward_ms`` (the
+    recorder's own work left out by the clock), from their ``t_start_ns``/``t_end_ns``
+    where a graph has no costs; ``None`` where nothing was timed.
+
+    >>> g = nx.DiGraph()
+    >>> g.add_node("l", kind="layer", parent=None, seq=0, forward_ms=2.5, t_start_ns=0, t_end_ns=9e9)
+    >>> forward_ms(g)
+    2.5
+    """
+    times = [a.get("forward_ms", (a["t_end_ns"] - a["t_start_ns"]) / 1e6 if "t_end_ns" in a else None)
+             for a in _roots(graph)]
+    times = [t for t in times if t is not None]
+    return sum(times) if times else None
+
+
 def facts(graph: nx.DiGraph) -> dict[str, Any]:
-    """The header's facts: counts, totals, and the recorded forward's time (the recorder's
-    own work left out), beside a plain forward where one was timed."""
+    """The header's facts: counts, totals, and the forward's time as the graph holds it
+    (:func:`forward_ms`), beside a plain forward where one was timed."""
     counts = {kind: 0 for kind in ("layer", "op", "tensor", "param")}
     for _, kind in graph.nodes(data="kind"):
         counts[kind] += 1
@@ -78,16 +94,45 @@ def facts(graph: nx.DiGraph) -> dict[str, Any]:
         "model": graph.graph.get("model", "model"),
         "params": labels.count_text(sum(a["num_params"] for a in roots[:1])) or "no parameters",
         "torch_version": graph.graph.get("torch_version", "?"),
-        "recorded_ms": sum(a["t_end_ns"] - a["t_start_ns"] for a in roots) / 1e6,
+        "forward_ms": forward_ms(graph),
+        "forward_text": cost_text(forward_ms(graph), "forward_ms") if forward_ms(graph) is not None else "",
         "plain_ms": graph.graph.get(PLAIN_FORWARD),
         "counts": counts,
     }
+    if found["plain_ms"] is not None:
+        found["plain_text"] = cost_text(found["plain_ms"], "forward_ms")
     for name in ("flops", "backward_flops", "saved_bytes"):
         found[name] = _amount(graph, name)
     if "diff_a_model" in graph.graph:
-        found["diff"] = {status: sum(1 for _, s in graph.nodes(data="diff") if s == status)
-                         for status in ("added", "removed", "changed")}
+        found["diff"] = diff_counts(graph)
     return found
+
+
+_NOUNS = (("layer", "calls"), ("op", "ops"), ("param", "param tensors"))
+
+
+def diff_counts(union: nx.DiGraph) -> dict[str, Any]:
+    """What a diff's header counts, as its text summary does (``GraphDiff.summary``'s
+    first line): calls, ops and parameter tensors added, removed and changed, and the edges
+    rewired between nodes both sides have (tensors are not counted: a changed width
+    changes every tensor after it).
+
+    >>> g = nx.DiGraph(diff_a_model="M")
+    >>> g.add_node("a", kind="layer", diff="added"); g.add_node("b", kind="op", diff="changed")
+    >>> g.add_node("c", kind="op", diff="same"); g.add_edge("b", "c", diff="added")
+    >>> diff_counts(g)
+    {'parts': [['calls', [[1, 'added']]], ['ops', [[1, 'changed']]]], 'rewired': 1}
+    """
+    statuses = ("added", "removed", "changed")
+    parts = []
+    for kind, noun in _NOUNS:
+        counts = [[sum(1 for _, a in union.nodes(data=True) if a["kind"] == kind
+                       and a.get("diff") == status), status] for status in statuses]
+        if any(n for n, _ in counts):
+            parts.append([noun, [c for c in counts if c[0]]])
+    rewired = sum(1 for s, t, status in union.edges(data="diff") if status in ("added", "removed")
+                  and union.nodes[s].get("diff") != status and union.nodes[t].get("diff") != status)
+    return {"parts": parts, "rewired": rewired}
 
 
 def colour_choices(graph: nx.DiGraph, wanted: Optional[str],

@@ -104,7 +104,7 @@ function tgrLayerRows(R, i, a, row, link) {
   const own = tgrParamsOf(R, a.qualname);
   if (own.length) row("its own", own.map((p) => `${R.info[p].qualname.split(".").pop()} ${tgrShapeText(R.info[p].shape)}`).join(", "));
   const run = tgrFoldedRunOf(R, i);
-  if (run !== undefined) row("drawn for", `${R.D.runs[run].count} repeats of this block, folded into one`);
+  if (run !== undefined) row("drawn for", `${R.P.D.runs[run].count} repeats of this block, folded into one`);
   if (a.training === false) row("mode", "eval");
 }
 
@@ -170,8 +170,8 @@ function tgrActions(R, i) {
   if (D.kind[i] === "L" && D.needs[i] && !drawnAsCluster) button(D.needs[i] === 1 ? "Show its ops" : "Open", () => { tgrRevealState(R, i); if (tgrOpen(R, i)) tgrOpenOneRepeat(R, i); });
   if (drawnAsCluster) button("Close", () => { state.open.delete(i); state.leafOps.delete(i); });
   const run = tgrFoldedRunOf(R, i);
-  if (run !== undefined) button(`Show the ${D.runs[run].count} repeats`, () => tgrUnfold(R, run));
-  const unfolded = [...state.unfolded].find((r) => D.runs[r].calls.includes(i));
+  if (run !== undefined) button(`Show the ${R.P.D.runs[run].count} repeats`, () => tgrUnfold(R, run));
+  const unfolded = [...state.unfolded].find((r) => R.P.D.runs[r].calls.includes(i));
   if (unfolded !== undefined) button("Fold the repeats again", () => state.unfolded.delete(unfolded));
 }
 

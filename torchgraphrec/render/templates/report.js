@@ -20,7 +20,7 @@ function tgrStart(R) {
   const read = (name) => JSON.parse(R.$("script." + name).textContent);
   R.D = read("tgr-drawing");
   R.info = read("tgr-data");
-  R.P = tgrPrepare(R.D);
+  R.P = R.Pboth = tgrPrepare(R.D);
   R.byXid = new Map(R.D.xid.map((x, i) => [x, i]));
   R.byId = new Map(R.D.ids.map((id, i) => [id, i]));
   R.state = tgrPresetState(R, R.config.preset.depth);
@@ -65,6 +65,16 @@ function tgrCopyState(state) {
 /* Compose, lay out (cached by DOT text), swap, keep the anchor still, decorate, save.
    `since`: when the reader acted (an event's timeStamp), to time the action until the
    new drawing is painted (root's data-last-ms, read by the tests and the benchmark). */
+/* The prepared description for the side of a diff shown: either side alone has runs of
+   its own (the side with three GPT-2 blocks folds them as h.0–2 × 3, where the union keeps
+   the added block apart), so its run numbers are its own. */
+function tgrSideP(R, side) {
+  if (side === "both" || !R.D.sides) return R.Pboth;
+  R.sideP = R.sideP || {};
+  if (!R.sideP[side]) R.sideP[side] = tgrPrepare({...R.D, runs: R.D.sides[side].runs});
+  return R.sideP[side];
+}
+
 async function tgrUpdate(R, anchor, since) {
   R.inFlight = (R.inFlight || 0) + 1;  // read by the tests: the page is settled at 0
   try { return await tgrRelayOut(R, anchor, since); } finally { R.inFlight--; }
@@ -73,9 +83,11 @@ async function tgrUpdate(R, anchor, since) {
 async function tgrRelayOut(R, anchor, since) {
   const started = since || performance.now();
   const ticket = ++R.busy;
+  R.P = tgrSideP(R, R.state.side);
   const composed = tgrCompose(R.P, R.state);
   if (composed.placed.nodes.length > R.config.big && !(await tgrAsk(R, composed))) {
     R.state = tgrCopyState(R.saved);
+    R.P = tgrSideP(R, R.state.side);
     tgrSyncControls(R);
     return false;
   }
@@ -231,7 +243,7 @@ function tgrHolder(R, i) {
 function tgrUnfold(R, r) {
   if (R.state.unfolded.has(r)) return;
   R.state.unfolded.add(r);
-  for (const call of R.D.runs[r].calls) { R.state.open.delete(call); R.state.leafOps.delete(call); }
+  for (const call of R.P.D.runs[r].calls) { R.state.open.delete(call); R.state.leafOps.delete(call); }
 }
 
 /* Make node `i` drawn: show the repeats it is in, open the calls around it. A node of a
@@ -289,7 +301,11 @@ function tgrControls(R) {
   });
   R.$(".tgr-rankdir").addEventListener("change", (event) => { R.state.rankdir = event.target.value; tgrUpdate(R, null, event.timeStamp); });
   R.$(".tgr-side-control").hidden = !R.config.diff;
-  R.$(".tgr-side").addEventListener("change", (event) => { R.state.side = event.target.value; tgrUpdate(R, null); });
+  R.$(".tgr-side").addEventListener("change", (event) => {
+    R.state.side = event.target.value;
+    R.state.unfolded = new Set();  // run numbers are the side's own
+    tgrUpdate(R, null);
+  });
   R.$(".tgr-fit").addEventListener("click", () => tgrFit(R));
   R.$(".tgr-reset").addEventListener("click", () => { R.state = tgrPresetState(R, R.config.preset.depth); tgrUpdate(R, null); });
   tgrColourControl(R);
@@ -315,7 +331,7 @@ function tgrWriteUrl(R) {
   const opened = new Set([...state.open].filter((i) => !preset.open.has(i)));
   const closed = new Set([...preset.open].filter((i) => !state.open.has(i)));
   const params = [["d", state.depth === null ? "all" : state.depth], ["o", ids(opened)], ["c", ids(closed)],
-    ["u", ids(new Set([...state.unfolded].map((r) => D.runs[r].calls[0])))], ["l", ids(state.leafOps)],
+    ["u", ids(new Set([...state.unfolded].map((r) => R.P.D.runs[r].calls[0])))], ["l", ids(state.leafOps)],
     ["f", ["fold", "tensors", "params", "ops", "leaves"].map((k) => (state[k] === "all" ? 2 : state[k] ? 1 : 0)).join("")],
     ["r", state.rankdir], ["v", state.side], ["cb", R.colourBy || ""],
     ["s", R.selected === undefined ? "" : encodeURIComponent(D.ids[R.selected])]];
@@ -339,12 +355,12 @@ function tgrReadUrl(R) {
   ids(found.o).forEach((i) => state.open.add(i));
   ids(found.c).forEach((i) => state.open.delete(i));
   ids(found.l).forEach((i) => state.leafOps.add(i));
-  const firsts = new Set(ids(found.u));
-  R.D.runs.forEach((run, r) => { if (firsts.has(run.calls[0])) state.unfolded.add(r); });
   (found.f || "").split("").forEach((v, k) => { state[["fold", "tensors", "params", "ops", "leaves"][k]] = v === "2" ? "all" : v === "1"; });
   // a hand-edited or stale link cannot ask for a direction or side that does not exist
   if (["TB", "LR", "BT", "RL"].includes(found.r)) state.rankdir = found.r;
-  if (["both", "a", "b"].includes(found.v)) state.side = found.v;
+  if (["both", "a", "b"].includes(found.v) && (found.v === "both" || R.D.sides)) state.side = found.v;
+  const firsts = new Set(ids(found.u));
+  tgrSideP(R, state.side).D.runs.forEach((run, r) => { if (firsts.has(run.calls[0])) state.unfolded.add(r); });
   if (found.cb !== undefined) R.colourBy = found.cb || null;
   const selected = ids(found.s);
   if (selected.length) R.selected = selected[0];

@@ -14,12 +14,13 @@ function tgrColumns(R, calls) {
     {key: "num_params", head: "params", value: (i) => R.info[i].num_params, number: true, bar: true},
   ];
   const costs = [["flops", "FLOPs"], ["backward_flops", "backward FLOPs"], ["saved_bytes", "saved for backward"],
-    ["forward_ms", "forward ms (recorded)"], ["backward_ms", "backward ms (recorded)"]];
+    ["forward_ms", "forward ms"], ["self_ms", "self ms"], ["backward_ms", "backward ms"]];
   for (const [key, head] of costs) {
     if (has(key)) columns.push({key, head, value: (i) => R.info[i][key], number: true, bar: true});
   }
-  if (!has("forward_ms")) {
-    columns.push({key: "forward_ms", head: "forward ms (recorded)", number: true, bar: true,
+  if (!has("forward_ms") && calls.some((i) => R.info[i].t_end_ns !== undefined)) {
+    // a graph without costs: its calls' times as recorded
+    columns.push({key: "forward_ms", head: "forward ms", number: true, bar: true,
       value: (i) => (R.info[i].t_end_ns - R.info[i].t_start_ns) / 1e6});
   }
   return columns;
@@ -75,7 +76,22 @@ function tgrCell(R, column, i, high) {
   if (column.key === "module") {
     cell.style.paddingLeft = `${8 + 12 * R.D.depth[i]}px`;
   }
-  if (!column.number) { cell.textContent = value === undefined ? "" : String(value); return cell; }
+  if (!column.number) {
+    // long names and many outputs are clipped or wrapped (the whole text on hover): the
+    // table fits a 1,400 px window whatever the model
+    const text = value === undefined ? "" : String(value);
+    if (column.key === "module" || column.key === "type" || column.key === "output") {
+      const span = document.createElement("span");
+      span.className = `tgr-clip tgr-col-${column.key}`;
+      // a long path keeps its end, which tells the calls apart
+      span.textContent = column.key === "module" && text.length > 44 ? `…${text.slice(-43)}` : text;
+      cell.title = text;
+      cell.append(span);
+    } else {
+      cell.textContent = text;
+    }
+    return cell;
+  }
   cell.className = "tgr-num";
   if (value === undefined || value === null || !Number.isFinite(value)) return cell;
   cell.textContent = column.key === "call" ? String(value) : tgrFormat(column.key, value);
@@ -134,7 +150,7 @@ function tgrTimelinePanel(R, calls, pass, startKey, endKey, scale) {
   const caption = document.createElementNS(ns, "text");
   caption.setAttribute("x", 2);
   caption.setAttribute("y", 11);
-  caption.textContent = `${pass} (recorded): ${(span / 1e6).toFixed(2)} ms`;
+  caption.textContent = `${pass}: ${tgrFormat("forward_ms", span / 1e6)}`;
   svg.append(caption);
   for (const i of timed) {
     const a = R.info[i], from = a[startKey], to = a[endKey];
@@ -149,11 +165,30 @@ function tgrTimelinePanel(R, calls, pass, startKey, endKey, scale) {
     if (scale && value !== undefined) rect.style.fill = tgrColourOf(R, scale, value)[0];
     const title = document.createElementNS(ns, "title");
     const ms = pass === "forward" ? a.forward_ms : a.backward_ms;
-    title.textContent = `${a.qualname || "(model)"} (${a.type}) ${pass} ${tgrFormat("forward_ms", ms !== undefined ? ms : (to - from) / 1e6)} recorded` +
+    title.textContent = `${a.qualname || "(model)"} (${a.type}) ${pass} ${tgrFormat("forward_ms", ms !== undefined ? ms : (to - from) / 1e6)}` +
       (value !== undefined && R.colourBy ? ` · ${tgrFormat(R.colourBy, value)}` : "");
     rect.append(title);
     rect.addEventListener("click", () => tgrSelect(R, i, {reveal: true}));
     svg.append(rect);
+    const label = tgrBarLabel(R, ns, a, rect, value !== undefined && scale ? tgrColourOf(R, scale, value)[1] : null);
+    if (label) svg.append(label);
   }
   return svg;
+}
+
+/* A bar's name, drawn inside it where the bar is wide enough for the name, else for its
+   last part (``q_proj``); none where not even that fits. Clicks go through to the bar. */
+const TGR_LABEL_CHAR = 5.6;  // px per character of the 10px label font, on the 1000-wide axis
+function tgrBarLabel(R, ns, a, rect, ink) {
+  const width = Number(rect.getAttribute("width")) - 4;
+  const name = a.qualname || "(model)", short = name.split(".").pop();
+  const text = [name, short].find((t) => t.length * TGR_LABEL_CHAR <= width);
+  if (!text) return null;
+  const label = document.createElementNS(ns, "text");
+  label.setAttribute("x", (Number(rect.getAttribute("x")) + 2).toFixed(2));
+  label.setAttribute("y", Number(rect.getAttribute("y")) + 9.5);
+  label.setAttribute("class", "tgr-bar-label");
+  if (ink) label.style.fill = ink;
+  label.textContent = text;
+  return label;
 }

@@ -1,0 +1,79 @@
+"""A diff's report: its header counts what the text summary counts; either side alone is
+drawn as that side's own recording would be (folded as it folds)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import torchgraphrec as tgr
+from render.reportpage import act, drawn_ids, loaded_report, state
+from torchgraphrec.render.dot import to_dot
+from torchgraphrec.render.html import to_html
+
+ROOT = "#tgr"
+
+
+def _gpt2(layers: int) -> tgr.Recording:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=layers, n_embd=64, n_head=2, vocab_size=100,
+                                     n_positions=32, bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2Model(config).eval()
+    return tgr.record(model, torch.randint(0, 100, (1, 8)))
+
+
+@pytest.fixture(scope="module")
+def gpt2_diff() -> tgr.GraphDiff:
+    return tgr.diff(_gpt2(2), _gpt2(3))
+
+
+@pytest.fixture(scope="module")
+def diff_report(gpt2_diff, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("diff") / "diff.html"
+    path.write_text(to_html(gpt2_diff.union), encoding="utf-8")
+    return path
+
+
+def test_the_header_counts_what_the_summary_counts(browser, gpt2_diff, diff_report) -> None:
+    headline = gpt2_diff.summary().splitlines()[0]
+    with loaded_report(browser, diff_report, width=1400) as loaded:
+        parts = loaded.page.locator(f"{ROOT} .tgr-diff-facts > span").all_text_contents()
+    # the summary's headline, part for part (the parameter total is in the facts above)
+    assert parts == [p for p in headline.split("; ") if not p.startswith("parameters")]
+    assert parts == ["calls 12 added, 1 changed", "ops 43 added", "param tensors 12 added",
+                     "1 edge rewired"]
+    assert loaded.problems == []
+
+
+def test_side_b_is_drawn_as_b_folds_it(browser, gpt2_diff, diff_report) -> None:
+    b = gpt2_diff.b
+    with loaded_report(browser, diff_report, width=1400) as loaded:
+        page = loaded.page
+        both = state(page)["dot"]
+        assert "h.0–1: GPT2Block  × 2" in both  # the union keeps the added block apart
+        act(page, page.select_option, f"{ROOT} .tgr-side", "b")
+        page.click(f"{ROOT} .tgr-fit")
+        page.screenshot(path="/tmp/diff-side-b.png")
+        drawn = state(page)["dot"]
+        assert "h.0–2: GPT2Block  × 3" in drawn
+        assert drawn == to_dot(b)  # exactly B's own static drawing
+        act(page, page.select_option, f"{ROOT} .tgr-side", "a")
+        side_a = state(page)["dot"]
+        assert "h.0–1: GPT2Block  × 2" in side_a
+        # A's own drawing, but for the ids (the union names what both have as B does)
+        unnamed = lambda dot: re.sub(r' id="[^"]*"', "", dot)  # noqa: E731
+        assert unnamed(side_a) == unnamed(to_dot(gpt2_diff.a))
+        act(page, page.select_option, f"{ROOT} .tgr-side", "b")  # back: its runs again
+        run = page.evaluate(f"""() => {{ const R = document.querySelector('{ROOT}').tgr;
+            return R.P.D.runs.findIndex((r) => r.calls.length === 3); }}""")
+        title = page.locator(f'{ROOT} .tgr-canvas [id="c-layer:h.0#0"] text').first
+        title.click()  # the side panel offers the three repeats, and they unfold
+        show = page.locator(f"{ROOT} .tgr-actions button", has_text="Show the 3 repeats")
+        act(page, show.click)
+        assert page.evaluate(f"[...document.querySelector('{ROOT}').tgr.state.unfolded]") == [run]
+        assert {"n-layer:h.0#0", "n-layer:h.1#0", "n-layer:h.2#0"} <= drawn_ids(page)  # each closed
+    assert loaded.problems == []
