@@ -194,3 +194,51 @@ def comm_debug_mode(ctx: Rank) -> dict:
 def test_comm_debug_mode_around_a_recorder_on_tensor_parallel(ranks) -> None:
     for found in ranks("comm_debug_mode"):
         assert found["grads"] == [True] * 4 and found["counted"] and found["ops"] > 0
+
+
+def _params(graph: Any) -> dict[str, dict]:
+    keys = ("shape", "local_shape", "placements", "bytes")
+    return {node: {key: attrs.get(key) for key in keys}
+            for node, attrs in graph.nodes(data=True) if attrs["kind"] == "param"}
+
+
+@on_ranks
+def fsdp2(ctx: Rank) -> dict:
+    from conftest import NEEDS
+
+    if not NEEDS["fully_shard"][0]:
+        return {}
+    model = _fsdp(_mlp())
+    found = {}
+    for attempt in ("fresh", "again"):  # before and after FSDP made its unsharded params
+        with tgr.Recorder(model, backward=True, flops=True) as rec:
+            model(torch.ones(4, 8)).sum().backward()
+        graph = rec.graph
+        found[attempt] = {
+            "params": _params(graph),
+            "feeds": sorted(target for node, target, kind in graph.edges(data="kind")
+                            if kind == "param"),
+            "collectives": [attrs.get("collective") for _, attrs in graph.nodes(data=True)
+                            if attrs.get("collective")],
+            "valid": tgr.validate(graph) is None}
+    return found
+
+
+@pytest.mark.needs("fully_shard")
+def test_fsdp2_gives_one_param_node_per_parameter_with_its_shard(ranks) -> None:
+    for found in ranks("fsdp2"):
+        for attempt in ("fresh", "again"):
+            params = found[attempt]["params"]
+            assert params == {
+                "param:0.weight": {"shape": (16, 8), "local_shape": (8, 8),
+                                   "placements": ("Shard(dim=0)",), "bytes": 8 * 8 * 4},
+                "param:0.bias": {"shape": (16,), "local_shape": (8,),
+                                 "placements": ("Shard(dim=0)",), "bytes": 8 * 4},
+                "param:2.weight": {"shape": (8, 16), "local_shape": (4, 16),
+                                   "placements": ("Shard(dim=0)",), "bytes": 4 * 16 * 4},
+                "param:2.bias": {"shape": (8,), "local_shape": (4,),
+                                 "placements": ("Shard(dim=0)",), "bytes": 4 * 4}}, attempt
+            # each feeds its Linear; FSDP's all-gathers stay in the graph
+            assert len(found[attempt]["feeds"]) == 4
+            assert found[attempt]["collectives"] == ["all_gather", "all_gather"]
+            assert found[attempt]["valid"]

@@ -95,7 +95,11 @@ class CaptureState:
         """The producer of a value no op or boundary of this forward made: the model's own
         parameter or buffer, an earlier forward's output, or a new tensor node with
         ``role`` (``input``, ``constant``, or ``None`` for one a call produced)."""
-        node = self.table.tensor_ids.get(id(tensor))
+        table = self.table
+        node = table.tensor_ids.get(id(tensor))
+        if node is None and table.swaps and self.stack:
+            calls = self.events.calls
+            node = table.swapped_in(tensor, [calls[call].module for call in self.stack])
         if node is not None:
             if is_lazy(tensor):
                 raise Uninitialized(node)
