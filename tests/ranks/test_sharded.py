@@ -220,8 +220,57 @@ def fsdp2(ctx: Rank) -> dict:
                             if kind == "param"),
             "collectives": [attrs.get("collective") for _, attrs in graph.nodes(data=True)
                             if attrs.get("collective")],
-            "valid": tgr.validate(graph) is None}
+            "valid": tgr.validate(graph) is None,
+            "flops": (graph.graph["flops"], graph.graph["backward_flops"])}
+    found["expected_flops"] = _counted(_mlp(), torch.ones(4, 8))
     return found
+
+
+def _counted(forward: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
+             ) -> tuple[int, int]:
+    """What FlopCounterMode counts for ``forward(x)`` and for its ``.sum().backward()``."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        out = forward(x)
+    with FlopCounterMode(display=False) as backward:
+        out.sum().backward()
+    return counter.get_total_flops(), backward.get_total_flops()
+
+
+@on_ranks
+def tensor_parallel_flops(ctx: Rank) -> dict:
+    from conftest import NEEDS
+
+    if not NEEDS["dtensor"][0]:
+        return {}
+    model = _tensor_parallel(_mlp())
+    x = torch.ones(4, 8)
+    with tgr.Recorder(model, flops=True, backward=True) as rec:
+        model(x).sum().backward()
+    linears = {attrs["parent"]: attrs["flops"] for _, attrs in rec.graph.nodes(data=True)
+               if attrs.get("name") == "linear"}
+    # this rank's computation on plain tensors: its shards of each Linear
+    w0, b0, w2 = (_local(p).clone().requires_grad_() for p in
+                  (model[0].weight, model[0].bias, model[2].weight))
+    local = _counted(lambda x: nn.functional.linear(
+        nn.functional.linear(x, w0, b0).relu(), w2), x)
+    return {"recorded": (rec.graph.graph["flops"], rec.graph.graph["backward_flops"]),
+            "local": local, "global": _counted(_mlp(), x), "linears": linears}
+
+
+@pytest.mark.needs("dtensor")
+def test_flops_under_tensor_parallel_count_this_ranks_shard(ranks) -> None:
+    for found in ranks("tensor_parallel_flops"):
+        assert found["recorded"] == found["local"]
+        assert found["linears"] == {"layer:0#0": 4 * 8 * 8 * 2, "layer:2#0": 4 * 8 * 8 * 2}
+        assert 2 * found["recorded"][0] == found["global"][0]  # each Linear sharded in two
+
+
+@pytest.mark.needs("fully_shard")
+def test_flops_under_fsdp2_count_the_gathered_weights(ranks) -> None:
+    for found in ranks("fsdp2"):
+        assert found["fresh"]["flops"] == found["again"]["flops"] == found["expected_flops"]
 
 
 @pytest.mark.needs("fully_shard")
