@@ -291,3 +291,33 @@ def test_fsdp2_gives_one_param_node_per_parameter_with_its_shard(ranks) -> None:
             assert len(found[attempt]["feeds"]) == 4
             assert found[attempt]["collectives"] == ["all_gather", "all_gather"]
             assert found[attempt]["valid"]
+
+
+@on_ranks
+def ddp_param_grad(ctx: Rank) -> dict:
+    model = _ddp(_mlp())
+    torch.manual_seed(ctx.rank)  # each rank its own batch: its own gradient before averaging
+    x = torch.randn(4, 8)
+    local = _mlp()
+    local(x).pow(2).sum().backward()
+    with tgr.Recorder(model, probes=[tgr.probe("param_grad", keep="l2")]) as rec:
+        model(x).pow(2).sum().backward()
+        averaged = {name.removeprefix("module."): float(p.grad.norm())
+                    for name, p in model.named_parameters()}
+        rec.step()
+    frame = rec.frame()
+    rows = frame[(frame["site"] == "param_grad") & (frame["stat"] == "l2")]
+    recorded = {f"{module}.{path}": float(value) for module, path, value in
+                zip(rows["module"], rows["path"], rows["value"])}
+    return {"recorded": recorded, "averaged": averaged,
+            "local": {name: float(p.grad.norm()) for name, p in local.named_parameters()}}
+
+
+def test_ddp_param_grad_is_the_averaged_gradient_p_grad_holds_after_backward(ranks) -> None:
+    found = ranks("ddp_param_grad")
+    for rank in found:
+        recorded = {key.removeprefix("module."): value
+                    for key, value in rank["recorded"].items()}
+        assert recorded == rank["averaged"], rank
+        assert recorded != rank["local"]
+    assert found[0]["averaged"] == found[1]["averaged"]  # the same on every rank
