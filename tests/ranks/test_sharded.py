@@ -255,8 +255,17 @@ def tensor_parallel_flops(ctx: Rank) -> dict:
                   (model[0].weight, model[0].bias, model[2].weight))
     local = _counted(lambda x: nn.functional.linear(
         nn.functional.linear(x, w0, b0).relu(), w2), x)
+    tensors = {attrs["parent"]: {key: attrs.get(key) for key in
+                                 ("shape", "local_shape", "placements")}
+               for _, attrs in rec.graph.nodes(data=True)
+               if attrs["kind"] == "tensor" and "placements" in attrs}
+    again = tgr.from_json(tgr.to_json(rec.graph))
     return {"recorded": (rec.graph.graph["flops"], rec.graph.graph["backward_flops"]),
-            "local": local, "global": _counted(_mlp(), x), "linears": linears}
+            "local": local, "global": _counted(_mlp(), x), "linears": linears,
+            "tensors": tensors, "valid": tgr.validate(rec.graph) is None,
+            "json": [attrs.get("placements") for _, attrs in sorted(again.nodes(data=True))],
+            "placements": [attrs.get("placements")
+                           for _, attrs in sorted(rec.graph.nodes(data=True))]}
 
 
 @pytest.mark.needs("dtensor")
@@ -321,3 +330,16 @@ def test_ddp_param_grad_is_the_averaged_gradient_p_grad_holds_after_backward(ran
         assert recorded == rank["averaged"], rank
         assert recorded != rank["local"]
     assert found[0]["averaged"] == found[1]["averaged"]  # the same on every rank
+
+
+@pytest.mark.needs("dtensor")
+def test_tensor_nodes_of_dtensors_have_global_and_local_shapes_and_placements(ranks) -> None:
+    for found in ranks("tensor_parallel_flops"):
+        tensors = found["tensors"]
+        # ColwiseParallel's Linear returns a DTensor sharded on its last dimension, and
+        # RowwiseParallel's a partial sum, before they are made plain tensors again
+        assert tensors["layer:0#0"] == {"shape": (4, 16), "local_shape": (4, 8),
+                                        "placements": ("Shard(dim=1)",)}
+        assert tensors["layer:2#0"]["placements"] == ("Partial(sum)",)
+        assert tensors["layer:2#0"]["shape"] == tensors["layer:2#0"]["local_shape"] == (4, 8)
+        assert found["valid"] and found["json"] == found["placements"]  # through JSON
