@@ -344,3 +344,43 @@ def test_c10d_dispatches_torch_function_where_detected(tmp_path) -> None:
     finally:
         dist.destroy_process_group()
     assert ("all_reduce" in seen) is _torch.C10D_DISPATCHES_TORCH_FUNCTION
+
+
+def test_dtensor_local_is_the_local_shard(tmp_path) -> None:
+    import torch.distributed as dist
+
+    x = torch.ones(2)
+    assert _torch.dtensor_local(x) is x
+    if _torch.dtensor_type() is None or not dist.is_available():
+        pytest.skip("this torch has no DTensor")
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import distribute_tensor, Shard
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        sharded = distribute_tensor(torch.arange(4.0), init_device_mesh("cpu", (1,)), [Shard(0)])
+        local = _torch.dtensor_local(sharded)
+        assert type(local) is torch.Tensor and torch.equal(local, sharded.to_local())
+    finally:
+        dist.destroy_process_group()
+
+
+def test_queue_backward_callback_runs_at_the_end_of_the_backward_in_order() -> None:
+    seen: list[str] = []
+    x = torch.ones(2, requires_grad=True)
+
+    def later() -> None:
+        seen.append("later")
+
+    def first() -> None:
+        seen.append("first")
+        _torch.queue_backward_callback(later)
+
+    def hook(grad: torch.Tensor) -> None:
+        _torch.queue_backward_callback(first)
+        _torch.queue_backward_callback(lambda: seen.append("second"))
+
+    x.register_hook(hook)
+    (x * 2).sum().backward()
+    assert seen == ["first", "second", "later"]

@@ -26,6 +26,7 @@ __all__ = [
     "has_composite_implicit_kernel", "nested_sizes",
     "pop_dispatch_mode", "pop_function_mode", "pop_saved_tensor_hooks", "push_dispatch_mode",
     "dtensor_type", "is_functional_collective", "resolve_process_group",
+    "dtensor_local", "queue_backward_callback",
     "push_function_mode", "push_saved_tensor_hooks", "saved_tensor_hooks_enabled",
     "top_saved_tensor_hooks",
     "torch_function_all_disabled",
@@ -324,3 +325,25 @@ def dtensor_type() -> Optional[type]:
         if isinstance(found, type):
             return found
     return None
+
+
+def dtensor_local(tensor: Any) -> Any:
+    """A ``DTensor``'s local shard as the DTensor holds it (``_local_tensor``: no autograd
+    function and no torch-function call, so safe inside any mode's handler); any other
+    value as it is.
+
+    >>> x = torch.ones(2)
+    >>> dtensor_local(x) is x
+    True
+    """
+    found = dtensor_type()
+    if found is not None and isinstance(tensor, found):
+        return tensor._local_tensor
+    return tensor
+
+
+def queue_backward_callback(callback: Callable[[], None]) -> None:
+    """Run ``callback`` when the running backward pass ends, after the callbacks queued
+    before it (DDP queues its gradient averaging there); a callback may queue another,
+    which runs after those queued meanwhile. Only inside a backward pass."""
+    torch.autograd.Variable._execution_engine.queue_callback(callback)

@@ -115,7 +115,9 @@ Distributed
     version counter as it was), and later readers read that value. A param node of a
     sharded parameter (a ``DTensor``: tensor parallel, FSDP2) keeps the global ``shape`` and
     has ``local_shape`` (this rank's), ``placements`` (tuple of ``repr(placement)``, e.g.
-    ``"Shard(dim=0)"``) and ``bytes`` of this rank's shard.
+    ``"Shard(dim=0)"``) and ``bytes`` of this rank's shard. A tensor node of a ``DTensor``
+    (tensor parallel's activations) has the global ``shape``, ``local_shape`` and
+    ``placements`` too.
 
 Costs
     What running the model cost, on ops and layer calls (a layer's numbers include
@@ -323,7 +325,8 @@ OPTIONAL_NODE_ATTRS: Mapping[str, Mapping[str, Check]] = {
     NodeKind.LAYER.value: {**_BACKWARD_TIMES, **_COSTS, "collapsed": _is_count,
                            "output_bytes": _is_count, "param_bytes": _is_count,
                            "trainable_params": _is_count},
-    NodeKind.TENSOR.value: {"name": _is_str, "nested": _is_bool, "bytes": _is_count},
+    NodeKind.TENSOR.value: {"name": _is_str, "nested": _is_bool, "bytes": _is_count,
+                            "local_shape": _is_shape, "placements": _is_ids},
     NodeKind.PARAM.value: {"bytes": _is_count, "local_shape": _is_shape, "placements": _is_ids},
     NodeKind.OP.value: {**_BACKWARD_TIMES, **_COSTS, "shape": _is_shape, "dtype": _is_str,
                         **_COLLECTIVE},

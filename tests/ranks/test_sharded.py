@@ -194,3 +194,152 @@ def comm_debug_mode(ctx: Rank) -> dict:
 def test_comm_debug_mode_around_a_recorder_on_tensor_parallel(ranks) -> None:
     for found in ranks("comm_debug_mode"):
         assert found["grads"] == [True] * 4 and found["counted"] and found["ops"] > 0
+
+
+def _params(graph: Any) -> dict[str, dict]:
+    keys = ("shape", "local_shape", "placements", "bytes")
+    return {node: {key: attrs.get(key) for key in keys}
+            for node, attrs in graph.nodes(data=True) if attrs["kind"] == "param"}
+
+
+@on_ranks
+def fsdp2(ctx: Rank) -> dict:
+    from conftest import NEEDS
+
+    if not NEEDS["fully_shard"][0]:
+        return {}
+    model = _fsdp(_mlp())
+    found = {}
+    for attempt in ("fresh", "again"):  # before and after FSDP made its unsharded params
+        with tgr.Recorder(model, backward=True, flops=True) as rec:
+            model(torch.ones(4, 8)).sum().backward()
+        graph = rec.graph
+        found[attempt] = {
+            "params": _params(graph),
+            "feeds": sorted(target for node, target, kind in graph.edges(data="kind")
+                            if kind == "param"),
+            "collectives": [attrs.get("collective") for _, attrs in graph.nodes(data=True)
+                            if attrs.get("collective")],
+            "valid": tgr.validate(graph) is None,
+            "flops": (graph.graph["flops"], graph.graph["backward_flops"])}
+    found["expected_flops"] = _counted(_mlp(), torch.ones(4, 8))
+    return found
+
+
+def _counted(forward: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
+             ) -> tuple[int, int]:
+    """What FlopCounterMode counts for ``forward(x)`` and for its ``.sum().backward()``."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        out = forward(x)
+    with FlopCounterMode(display=False) as backward:
+        out.sum().backward()
+    return counter.get_total_flops(), backward.get_total_flops()
+
+
+@on_ranks
+def tensor_parallel_flops(ctx: Rank) -> dict:
+    from conftest import NEEDS
+
+    if not NEEDS["dtensor"][0]:
+        return {}
+    model = _tensor_parallel(_mlp())
+    x = torch.ones(4, 8)
+    with tgr.Recorder(model, flops=True, backward=True) as rec:
+        model(x).sum().backward()
+    linears = {attrs["parent"]: attrs["flops"] for _, attrs in rec.graph.nodes(data=True)
+               if attrs.get("name") == "linear"}
+    # this rank's computation on plain tensors: its shards of each Linear
+    w0, b0, w2 = (_local(p).clone().requires_grad_() for p in
+                  (model[0].weight, model[0].bias, model[2].weight))
+    local = _counted(lambda x: nn.functional.linear(
+        nn.functional.linear(x, w0, b0).relu(), w2), x)
+    tensors = {attrs["parent"]: {key: attrs.get(key) for key in
+                                 ("shape", "local_shape", "placements")}
+               for _, attrs in rec.graph.nodes(data=True)
+               if attrs["kind"] == "tensor" and "placements" in attrs}
+    again = tgr.from_json(tgr.to_json(rec.graph))
+    return {"recorded": (rec.graph.graph["flops"], rec.graph.graph["backward_flops"]),
+            "local": local, "global": _counted(_mlp(), x), "linears": linears,
+            "tensors": tensors, "valid": tgr.validate(rec.graph) is None,
+            "json": [attrs.get("placements") for _, attrs in sorted(again.nodes(data=True))],
+            "placements": [attrs.get("placements")
+                           for _, attrs in sorted(rec.graph.nodes(data=True))]}
+
+
+@pytest.mark.needs("dtensor")
+def test_flops_under_tensor_parallel_count_this_ranks_shard(ranks) -> None:
+    for found in ranks("tensor_parallel_flops"):
+        assert found["recorded"] == found["local"]
+        assert found["linears"] == {"layer:0#0": 4 * 8 * 8 * 2, "layer:2#0": 4 * 8 * 8 * 2}
+        assert 2 * found["recorded"][0] == found["global"][0]  # each Linear sharded in two
+
+
+@pytest.mark.needs("fully_shard")
+def test_flops_under_fsdp2_count_the_gathered_weights(ranks) -> None:
+    for found in ranks("fsdp2"):
+        assert found["fresh"]["flops"] == found["again"]["flops"] == found["expected_flops"]
+
+
+@pytest.mark.needs("fully_shard")
+def test_fsdp2_gives_one_param_node_per_parameter_with_its_shard(ranks) -> None:
+    for found in ranks("fsdp2"):
+        for attempt in ("fresh", "again"):
+            params = found[attempt]["params"]
+            assert params == {
+                "param:0.weight": {"shape": (16, 8), "local_shape": (8, 8),
+                                   "placements": ("Shard(dim=0)",), "bytes": 8 * 8 * 4},
+                "param:0.bias": {"shape": (16,), "local_shape": (8,),
+                                 "placements": ("Shard(dim=0)",), "bytes": 8 * 4},
+                "param:2.weight": {"shape": (8, 16), "local_shape": (4, 16),
+                                   "placements": ("Shard(dim=0)",), "bytes": 4 * 16 * 4},
+                "param:2.bias": {"shape": (8,), "local_shape": (4,),
+                                 "placements": ("Shard(dim=0)",), "bytes": 4 * 4}}, attempt
+            # each feeds its Linear; FSDP's all-gathers stay in the graph
+            assert len(found[attempt]["feeds"]) == 4
+            assert found[attempt]["collectives"] == ["all_gather", "all_gather"]
+            assert found[attempt]["valid"]
+
+
+@on_ranks
+def ddp_param_grad(ctx: Rank) -> dict:
+    model = _ddp(_mlp())
+    torch.manual_seed(ctx.rank)  # each rank its own batch: its own gradient before averaging
+    x = torch.randn(4, 8)
+    local = _mlp()
+    local(x).pow(2).sum().backward()
+    with tgr.Recorder(model, probes=[tgr.probe("param_grad", keep="l2")]) as rec:
+        model(x).pow(2).sum().backward()
+        averaged = {name.removeprefix("module."): float(p.grad.norm())
+                    for name, p in model.named_parameters()}
+        rec.step()
+    frame = rec.frame()
+    rows = frame[(frame["site"] == "param_grad") & (frame["stat"] == "l2")]
+    recorded = {f"{module}.{path}": float(value) for module, path, value in
+                zip(rows["module"], rows["path"], rows["value"])}
+    return {"recorded": recorded, "averaged": averaged,
+            "local": {name: float(p.grad.norm()) for name, p in local.named_parameters()}}
+
+
+def test_ddp_param_grad_is_the_averaged_gradient_p_grad_holds_after_backward(ranks) -> None:
+    found = ranks("ddp_param_grad")
+    for rank in found:
+        recorded = {key.removeprefix("module."): value
+                    for key, value in rank["recorded"].items()}
+        assert recorded == rank["averaged"], rank
+        assert recorded != rank["local"]
+    assert found[0]["averaged"] == found[1]["averaged"]  # the same on every rank
+
+
+@pytest.mark.needs("dtensor")
+def test_tensor_nodes_of_dtensors_have_global_and_local_shapes_and_placements(ranks) -> None:
+    for found in ranks("tensor_parallel_flops"):
+        tensors = found["tensors"]
+        # ColwiseParallel's Linear returns a DTensor sharded on its last dimension, and
+        # RowwiseParallel's a partial sum, before they are made plain tensors again
+        assert tensors["layer:0#0"] == {"shape": (4, 16), "local_shape": (4, 8),
+                                        "placements": ("Shard(dim=1)",)}
+        assert tensors["layer:2#0"]["placements"] == ("Partial(sum)",)
+        assert tensors["layer:2#0"]["shape"] == tensors["layer:2#0"]["local_shape"] == (4, 8)
+        assert found["valid"] and found["json"] == found["placements"]  # through JSON

@@ -203,11 +203,20 @@ class Capture:
         pairs = owners([op[OP_NUMBER] for op in ops], found, self._first_op, is_function_node)
         return [(node, self.namer.op_ids[index]) for node, index in pairs]
 
+    def _annotate_shards(self, graph: nx.DiGraph) -> None:
+        """Give the tensor nodes of ``DTensor`` s ``local_shape`` and ``placements``."""
+        ids, nodes = self.namer.tensor_ids, graph.nodes
+        for index, (local_shape, placements) in self.state.sharded.items():
+            attrs = nodes.get(ids[index]) if index < len(ids) else None
+            if attrs is not None:
+                attrs["local_shape"], attrs["placements"] = local_shape, placements
+
     def graph(self, *, share: bool = False) -> nx.DiGraph:
         """The recorded graph (a new one each time; ``share``: see :func:`build_graph`), with
         the costs as recorded (what follows from them is
         :func:`torchgraphrec.costs.add_costs`'s, which works on any graph)."""
         graph = build_graph(self.events, self.table, self.namer, self.ops, share=share)
+        self._annotate_shards(graph)
         if self.clock is not None:
             self.clock.annotate(graph, self.events.t0)
         if self.costs is not None:

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from torch.nn.parameter import is_lazy
 
+from torchgraphrec._torch import dtensor_local, dtensor_type
 from torchgraphrec.capture.chains import ChainGuard
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.events import OP_CALL, OP_SEQ, TENSOR_SEQ, Events, Ref, raw_tensor
@@ -15,6 +16,9 @@ from torchgraphrec.capture.values import ENTRY_NUMBER, ENTRY_REF, ENTRY_TENSOR, 
     Values
 
 __all__ = ["CaptureState", "read_shape", "Uninitialized"]
+
+
+_PLAIN = torch.Tensor
 
 
 class Uninitialized(Exception):
@@ -59,7 +63,8 @@ class CaptureState:
     recorder adds its own work to it (see :class:`~torchgraphrec.capture.clock.Clock`).
     """
 
-    __slots__ = ("table", "events", "values", "stack", "autograd", "nested", "chains", "clock")
+    __slots__ = ("table", "events", "values", "stack", "autograd", "nested", "chains", "clock",
+                 "sharded")
 
     def __init__(self, table: ModuleTable, events: Events, autograd: bool = False) -> None:
         self.table = table
@@ -68,6 +73,8 @@ class CaptureState:
         self.stack: list[int] = []
         self.autograd = autograd
         self.nested: set[int] = set()  # indices of tensor records of nested tensors
+        #: tensor record index -> (local shape, placements) of those that are DTensors
+        self.sharded: dict[int, tuple] = {}
         self.chains = ChainGuard(events)
         self.clock = Clock()
 
@@ -81,6 +88,8 @@ class CaptureState:
         except RuntimeError:  # a nested tensor
             shape = read_shape(tensor)
             self.nested.add(index)
+        if type(tensor) is not _PLAIN:
+            self._note_shard(index, tensor)
         grad_fn = tensor.grad_fn if self.autograd else None
         events.seq += 1
         events.tensors.append(raw_tensor(number, version, shape, tensor.dtype, tensor.device,
@@ -95,7 +104,11 @@ class CaptureState:
         """The producer of a value no op or boundary of this forward made: the model's own
         parameter or buffer, an earlier forward's output, or a new tensor node with
         ``role`` (``input``, ``constant``, or ``None`` for one a call produced)."""
-        node = self.table.tensor_ids.get(id(tensor))
+        table = self.table
+        node = table.tensor_ids.get(id(tensor))
+        if node is None and table.swaps and self.stack:
+            calls = self.events.calls
+            node = table.swapped_in(tensor, [calls[call].module for call in self.stack])
         if node is not None:
             if is_lazy(tensor):
                 raise Uninitialized(node)
@@ -146,6 +159,8 @@ class CaptureState:
         except RuntimeError:  # a nested tensor
             shape = read_shape(tensor)
             self.nested.add(index)
+        if type(tensor) is not _PLAIN:
+            self._note_shard(index, tensor)
         seq = events.seq + 1
         events.seq = seq + 1
         events.tensors.append(raw_tensor(number, version, shape, tensor.dtype, tensor.device,
@@ -153,6 +168,15 @@ class CaptureState:
         events.boundary_edges.append((op, ~index, seq + 1, t))
         current[id(tensor)] = (entry[ENTRY_TENSOR], version, ~index, number)
         return ~index
+
+    def _note_shard(self, index: int, tensor: torch.Tensor) -> None:
+        """Note the local shape and placements of the tensor record ``index`` where its
+        tensor is a ``DTensor`` (its ``shape`` is the global one)."""
+        found = dtensor_type()
+        if found is not None and isinstance(tensor, found):
+            local = dtensor_local(tensor)
+            self.sharded[index] = (tuple(int(d) for d in local.shape),
+                                   tuple(repr(p) for p in tensor.placements))
 
     def seq_of(self, ref: Ref) -> int:
         """When the node ``ref`` names was observed (params: before everything)."""

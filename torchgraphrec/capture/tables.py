@@ -38,7 +38,12 @@ class ModuleTable:
         self._params: list[tuple[int, Any]] = []  # (owner index, parameter)
         self._parents: list[int] = []  # the index of the module each was found in
         self._by_qualname: dict[str, int] = {}
+        self._slots: dict[tuple[int, str], str] = {}  # (module index, name) -> param node id
+        self._swapped: list[Any] = []  # parameters recognised by their slot, held
         self._traverse(model)
+        #: whether the model swaps other parameter objects into its modules while it runs
+        #: (FSDP2's unsharded parameters): then :meth:`swapped_in` is worth asking
+        self.swaps = any(_swaps_parameters(module) for module in self.modules)
 
     def _traverse(self, model: nn.Module) -> None:
         # named_modules(), as probe selectors use it: the same order, names and overrides
@@ -62,12 +67,15 @@ class ModuleTable:
         prefix = "param:" + qualname + "." if qualname else "param:"
         # the first name of a tensor reachable under several wins (inline: this runs
         # for every parameter of the model at every recording)
+        slots = self._slots
         for name, param in module._parameters.items():
             if param is not None and id(param) not in tensor_ids:
                 node_id = tensor_ids[id(param)] = prefix + name
                 owners[node_id] = index
                 self._params.append((index, param))
                 named.append(param)
+            if param is not None:
+                slots[(index, name)] = tensor_ids[id(param)]
         for name, buffer in module._buffers.items():
             if buffer is not None and id(buffer) not in tensor_ids:
                 node_id = tensor_ids[id(buffer)] = prefix + name
@@ -111,6 +119,21 @@ class ModuleTable:
             self._params.append((owner, tensor))
         return True
 
+    def swapped_in(self, tensor: Any, modules: list[int]) -> Any:
+        """The param node id of ``tensor`` where it is a parameter that one of the modules
+        ``modules`` (indices, the innermost last) holds now under a name the table gave
+        another object (FSDP2 swaps its unsharded parameters in for the forward); it is
+        known by its identity from then on. ``None`` for any other tensor."""
+        for index in reversed(modules):
+            for name, param in self.modules[index]._parameters.items():
+                if param is tensor:
+                    node_id = self._slots.get((index, name))
+                    if node_id is not None:
+                        self.tensor_ids[id(tensor)] = node_id
+                        self._swapped.append(tensor)  # its id stays its own
+                    return node_id
+        return None
+
     def settings(self, index: int) -> str:
         """The module's ``extra_repr()`` on one line (``""`` if it has none or it fails).
 
@@ -147,6 +170,13 @@ class ModuleTable:
             sizes[parent] += sizes[index]
             trainable[parent] += trainable[index]
         return counts, sizes, trainable
+
+
+def _swaps_parameters(module: nn.Module) -> bool:
+    """Whether ``module`` is managed by FSDP2 (``fully_shard``), which swaps its unsharded
+    parameters into the modules for the forward."""
+    return any(cls.__name__ == "FSDPModule" and cls.__module__.startswith("torch.distributed")
+               for cls in type(module).__mro__)
 
 
 def _named_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from torchgraphrec._torch import DisableTorchFunction, graph_task_id
+from torchgraphrec._torch import DisableTorchFunction, graph_task_id, queue_backward_callback
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.structures import tensors_with_paths
 from torchgraphrec.capture.tables import ModuleTable
@@ -57,6 +57,10 @@ class ProbeEngine:
         self._lazy: set[int] = set()  # modules whose parameters are hooked once materialized
         self._thread = -1
         self._quiet = DisableTorchFunction()
+        #: under DDP, param_grad is read once the backward is over (DDP averages the
+        #: gradients in callbacks at its end): what is waiting for that
+        self._averaged = isinstance(table.model, nn.parallel.DistributedDataParallel)
+        self._pending: list[tuple[Probe, Any, torch.Tensor]] = []
 
     def attach(self) -> None:
         """Hook the selected modules (on the calling thread) and their parameters."""
@@ -199,10 +203,29 @@ class ProbeEngine:
                 call_index = self._counts.get(module_index, 1) - 1
                 for probe in self._probes(module_index, call_index, "param_grad"):
                     seen = self._seen(module_index, call_index, "param_grad", name)
-                    self.store.add(probe, seen, param.grad)
+                    if self._averaged:
+                        self._defer(probe, seen, param)
+                    else:
+                        self.store.add(probe, seen, param.grad)
             except Exception as exc:
                 self.failure = self.failure or exc
         return hook
+
+    def _defer(self, probe: Probe, seen: Any, param: torch.Tensor) -> None:
+        """Read ``param.grad`` for ``probe`` when the backward is over: after DDP's own
+        callback, which writes the averaged gradients and is queued once the last bucket is
+        ready (so after this one: it is read from a callback that this one queues)."""
+        if not self._pending:
+            queue_backward_callback(lambda: queue_backward_callback(self._read_pending))
+        self._pending.append((probe, seen, param))
+
+    def _read_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        try:
+            for probe, seen, param in pending:
+                self.store.add(probe, seen, param.grad)
+        except Exception as exc:
+            self.failure = self.failure or exc
 
     def _snapshot(self, module_index: int, module: nn.Module) -> None:
         for name, param in module.named_parameters(recurse=False):

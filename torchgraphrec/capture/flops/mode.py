@@ -6,12 +6,12 @@ import time
 from typing import Any, Callable, Optional
 
 from torchgraphrec._torch import HigherOrderOperator, TorchDispatchMode, aten_overloads, \
-    has_composite_implicit_kernel, torch_function_all_disabled
+    dtensor_local, dtensor_type, has_composite_implicit_kernel, torch_function_all_disabled
 from torchgraphrec.capture.calibrate import dispatch_mode_cost
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.flops.formulas import formula_of
 
-__all__ = ["FlopMode"]
+__all__ = ["FlopMode", "local_shards"]
 
 _now: Callable[[], int] = time.perf_counter_ns
 
@@ -60,7 +60,9 @@ class FlopMode(TorchDispatchMode):
         returned = _now()
         try:
             if formula is not None and not _all_disabled():
-                count = formula(args, kwargs, out)
+                # what this rank computes: a DTensor's local shards
+                count = formula(_local(args), _local(kwargs), _local(out)) \
+                    if types_sharded(types) else formula(args, kwargs, out)
                 if count:
                     self.add(count)
         finally:
@@ -71,6 +73,33 @@ class FlopMode(TorchDispatchMode):
 #: Whether torch functions are off altogether, as for the recorder's own work (a subclass's
 #: default ``__torch_function__`` turns off only subclass handling, and its ops count).
 _all_disabled: Callable[[], bool] = torch_function_all_disabled
+
+def types_sharded(types: Any) -> bool:
+    """Whether a dispatch call's tensor ``types`` include ``DTensor`` (tensor parallel,
+    FSDP2's sharded parameters), whose shapes are global."""
+    found = dtensor_type()
+    return found is not None and any(issubclass(kind, found) for kind in types)
+
+
+def _local(value: Any) -> Any:
+    """``value`` with each ``DTensor`` in it (at the top, or in a tuple, list or dict)
+    replaced by its local shard."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_local(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _local(item) for key, item in value.items()}
+    return dtensor_local(value)
+
+
+def local_shards(args: tuple, kwargs: dict, out: Any) -> tuple[tuple, dict, Any]:
+    """A torch-level call's arguments and result as this rank computes them: each
+    ``DTensor`` among them replaced by its local shard (the same objects where there is
+    none)."""
+    found = dtensor_type()
+    if found is None or not any(isinstance(item, found) for item in (*args, out)):
+        return args, kwargs, out
+    return _local(args), _local(kwargs), _local(out)
+
 
 #: The plan of an op FlopMode leaves to the next mode.
 _PASS = object()

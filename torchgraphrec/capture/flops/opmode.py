@@ -10,6 +10,7 @@ from torch.autograd import forward_ad
 
 from torchgraphrec._torch import dispatch_mode_depth, function_mode_depth, \
     functorch_transforms_active, graph_task_id
+from torchgraphrec.capture.flops.mode import local_shards
 from torchgraphrec.capture.flops.counts import FlopCounts
 from torchgraphrec.capture.flops.torchlevel import DISPATCH, FREE, shortcuts_hold, \
     torch_level_counting
@@ -68,7 +69,7 @@ class CountingOpMode(OpMode):
         index = len(self._ops)
         out = _record_op(self, func, types, args, kwargs)
         try:
-            count = way(args, kwargs or {}, out)
+            count = way(*local_shards(args, kwargs or {}, out))
         except Exception as exc:  # a recorder bug must never break the user's forward
             self.on_failure(exc)
             return out
