@@ -354,7 +354,10 @@ def test_dtensor_local_is_the_local_shard(tmp_path) -> None:
     if _torch.dtensor_type() is None or not dist.is_available():
         pytest.skip("this torch has no DTensor")
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import distribute_tensor, Shard
+    try:
+        from torch.distributed.tensor import Shard, distribute_tensor
+    except ImportError:  # before torch.distributed.tensor was public
+        from torch.distributed._tensor import Shard, distribute_tensor
 
     store = dist.FileStore(str(tmp_path / "store"), 1)
     dist.init_process_group("gloo", store=store, rank=0, world_size=1)
