@@ -14,13 +14,13 @@ function tgrColumns(R, calls) {
     {key: "num_params", head: "params", value: (i) => R.info[i].num_params, number: true, bar: true},
   ];
   const costs = [["flops", "FLOPs"], ["backward_flops", "backward FLOPs"], ["saved_bytes", "saved for backward"],
-    ["forward_ms", "forward ms"], ["self_ms", "self ms"], ["backward_ms", "backward ms"]];
+    ["forward_ms", "forward"], ["self_ms", "self"], ["backward_ms", "backward"]];  // cells carry their unit
   for (const [key, head] of costs) {
     if (has(key)) columns.push({key, head, value: (i) => R.info[i][key], number: true, bar: true});
   }
   if (!has("forward_ms") && calls.some((i) => R.info[i].t_end_ns !== undefined)) {
     // a graph without costs: its calls' times as recorded
-    columns.push({key: "forward_ms", head: "forward ms", number: true, bar: true,
+    columns.push({key: "forward_ms", head: "forward", number: true, bar: true,
       value: (i) => (R.info[i].t_end_ns - R.info[i].t_start_ns) / 1e6});
   }
   return columns;
