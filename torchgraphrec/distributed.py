@@ -10,7 +10,6 @@ from typing import Any, Optional
 
 import networkx as nx
 
-from torchgraphrec._torch import C10D_DISPATCHES_TORCH_FUNCTION
 from torchgraphrec.compare.ranks import graph_of
 
 __all__ = ["rank_stamps", "BACKWARD_NOT_SEEN", "COLLECTIVES_NOT_SEEN", "gather", "save_rank", "annotate_shards"]
@@ -49,6 +48,8 @@ def rank_stamps() -> dict[str, Any]:
         return {}
     stamps = {"rank": int(dist.get_rank()), "world_size": int(dist.get_world_size()),
               "dist_backend": str(dist.get_backend())}
+    from torchgraphrec._torch import C10D_DISPATCHES_TORCH_FUNCTION  # torch is in use here
+
     if not C10D_DISPATCHES_TORCH_FUNCTION:
         stamps["collectives"] = COLLECTIVES_NOT_SEEN
     return stamps
