@@ -91,6 +91,9 @@ NEEDS = {
     "dtensor": (_torch.dtensor_type() is not None
                 and _has("torch.distributed.tensor.parallel", "parallelize_module"),
                 "this torch has no DTensor with tensor parallel's parallelize_module"),
+    "public_dtensor": (_has("torch.distributed.tensor", "distribute_tensor"),
+                       "this torch's DTensor is the prototype in torch.distributed._tensor, "
+                       "whose tensor parallel hands back other placements"),
     "fully_shard": (_has("torch.distributed.fsdp", "fully_shard"),
                     "this torch has no public FSDP2 (torch.distributed.fsdp.fully_shard, "
                     "torch 2.6 and later)"),

@@ -332,7 +332,7 @@ def test_ddp_param_grad_is_the_averaged_gradient_p_grad_holds_after_backward(ran
     assert found[0]["averaged"] == found[1]["averaged"]  # the same on every rank
 
 
-@pytest.mark.needs("dtensor")
+@pytest.mark.needs("public_dtensor")
 def test_tensor_nodes_of_dtensors_have_global_and_local_shapes_and_placements(ranks) -> None:
     for found in ranks("tensor_parallel_flops"):
         tensors = found["tensors"]
