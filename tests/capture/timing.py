@@ -7,7 +7,6 @@ import statistics
 import time
 from typing import Any, Callable
 
-import torch
 from torch import nn
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile

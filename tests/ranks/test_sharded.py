@@ -3,7 +3,6 @@ DDP, FSDP2 and tensor parallel trained bit-identically with and without a record
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Callable
 
 import pytest

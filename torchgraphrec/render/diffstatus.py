@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-import networkx as nx
 
 from torchgraphrec.render.view import View
 
