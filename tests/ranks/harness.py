@@ -56,13 +56,13 @@ def _free_port() -> int:
 
 
 def _rank_main(rank: int, module: str, names: list[str], folder: str, port: int,
-               world: int) -> None:
+               world: int, registry_name: str) -> None:
     import torch.distributed as dist
 
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=GROUP_TIMEOUT_S))
-    registry = importlib.import_module(module).SCENARIOS
+    registry = getattr(importlib.import_module(module), registry_name)
     results: dict[str, tuple[str, Any]] = {}
     out = Path(folder) / f"rank-{rank}.pkl"
     for name in names:
@@ -79,13 +79,15 @@ def _rank_main(rank: int, module: str, names: list[str], folder: str, port: int,
 
 
 def run_ranks(module: str, names: list[str], folder: Path, world: int = WORLD,
-              deadline_s: float = DEADLINE_S) -> list[dict[str, tuple[str, Any]]]:
-    """Run the scenarios ``names`` of ``module`` in ``world`` spawned ranks; per rank,
-    ``{name: ("ok", value) | ("error", traceback) }`` for each scenario that finished."""
+              deadline_s: float = DEADLINE_S,
+              registry_name: str = "SCENARIOS") -> list[dict[str, tuple[str, Any]]]:
+    """Run the scenarios ``names`` of ``module`` (found in its dict ``registry_name``) in
+    ``world`` spawned ranks; per rank, ``{name: ("ok", value) | ("error", traceback) }``
+    for each scenario that finished."""
     import torch.multiprocessing as mp
 
     context = mp.start_processes(_rank_main, args=(module, names, str(folder), _free_port(),
-                                                   world),
+                                                   world, registry_name),
                                  nprocs=world, join=False, start_method="spawn")
     end = time.monotonic() + deadline_s
     failure = ""
