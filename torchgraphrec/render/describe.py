@@ -30,6 +30,7 @@ from torchgraphrec.render.runs import find_all_runs
 from torchgraphrec.render.scale import TITLES, value_of
 from torchgraphrec.render.sides import old_side, plain
 from torchgraphrec.render.texts import cost_names
+from torchgraphrec.render.unshard import BOX, INTO, add_unshard
 from torchgraphrec.render.view import View, build_view
 
 __all__ = ["describe", "opening_depth", "KIND_LETTERS", "STATUSES"]
@@ -58,7 +59,7 @@ class _Describer:
 
     def __init__(self, graph: nx.DiGraph, options: RenderOptions) -> None:
         self.options = replace(options, color_by=None)  # the page colours by itself
-        self.graph = wire_pass_through(graph)
+        self.graph = add_unshard(wire_pass_through(graph))
         self.order = sorted(self.graph.nodes, key=lambda n: self.graph.nodes[n]["seq"])
         self.index = {node: i for i, node in enumerate(self.order)}
         self.children: dict[Optional[str], list[str]] = {}
@@ -179,6 +180,15 @@ class _Describer:
                 and graph.nodes[n]["role"] != "input" and graph.nodes[n]["parent"] is not None
                 and set(graph.predecessors(n)) <= {graph.nodes[n]["parent"]}]
 
+    def unshard(self) -> dict[str, list[int]]:
+        """FSDP's unshard boxes (:mod:`~torchgraphrec.render.unshard`) and, in flat pairs,
+        each node folded into one with its box: the page draws the nodes as their box,
+        and the boxes not at all, as the view does for each ``include_ops``."""
+        nodes, index = self.graph.nodes, self.index
+        return {"into": [i for n in self.order if INTO in nodes[n]
+                         for i in (index[n], index[nodes[n][INTO]])],
+                "boxes": [index[n] for n in self.order if BOX in nodes[n]]}
+
     def legend(self) -> dict[str, Any]:
         """What the legend may hold: each diff status's row (shown where drawn), the mode
         row, and with ``show_costs`` the costs written and the nodes that have each."""
@@ -228,6 +238,7 @@ class _Describer:
             "unproduced": self.unproduced(), "edges": edges,
             "edge_status": status if any(s != "same" for s in status) else None,
             "roles": roles, **self.edge_rules(), "runs": runs, "legend": self.legend(),
+            "unshard": self.unshard(),
         }
         if self.writer.marks is not None:
             found["mark"] = self.marks()

@@ -154,8 +154,11 @@ class Folder:
         role = self.graph.nodes[node].get("role")
         if role == "constant":
             return False
+        # a parameter fed (FSDP's unshard box feeds the unit's) is its repeat's own, as
+        # the parameters under each repeat are
         return role == "output" or any(where.get(t) not in (k, k + 1)
-                                       for t in self.graph.successors(node))
+                                       for t in self.graph.successors(node)
+                                       if self.kind[t] != "param")
 
     def _outside_inputs(self, nodes: list[str], where: dict[str, int]) -> set[str]:
         return {s for node in nodes for s in self.graph.predecessors(node)

@@ -175,9 +175,17 @@ def param_lines(attrs: Mapping[str, Any], show_shapes: bool) -> list[str]:
 
 
 def op_lines(attrs: Mapping[str, Any], show_shapes: bool) -> list[str]:
-    """An op: its name, and its result's shape where it was recorded (``ops="torch"``)."""
+    """An op: its name, its result's shape where it was recorded (``ops="torch"``) and,
+    for a collective, the bytes this rank hands to it.
+
+    >>> op_lines({"name": "all_gather", "comm_bytes": 560}, True)
+    ['all_gather', '560 B']
+    """
     shape = attrs.get("shape") if show_shapes else None
-    return [attrs["name"]] if shape is None else [attrs["name"], shape_text(shape)]
+    lines = [attrs["name"]] if shape is None else [attrs["name"], shape_text(shape)]
+    if "comm_bytes" in attrs:
+        lines.append(cost_text(attrs["comm_bytes"], "bytes"))
+    return lines
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:#@-]")

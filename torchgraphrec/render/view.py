@@ -13,6 +13,7 @@ from torchgraphrec.render.folding import Folder, Folding
 from torchgraphrec.render.options import AUTO, RenderOptions
 from torchgraphrec.render.oproles import RESHAPE, argument_roles, in_role_order, is_layout
 from torchgraphrec.render.passthrough import wire_pass_through
+from torchgraphrec.render.unshard import INTO, add_unshard
 
 __all__ = ["View", "build_view", "folder_at", "AUTO_NODES"]
 
@@ -82,6 +83,8 @@ def build_view(graph: nx.DiGraph, options: RenderOptions) -> View:
     deepest level within the budget, at least 1.
     """
     wired = wire_pass_through(graph)
+    if options.include_ops != "all":  # FSDP's unshard: one all_gather box per unit
+        wired = add_unshard(wired)
     if options.depth != AUTO:
         return _build(wired, options)
     deepest = max((a["depth"] for _, a in graph.nodes(data=True) if a["kind"] == "layer"),
@@ -159,6 +162,13 @@ class _ViewBuilder:
         self.folder = Folder(source, folded, self.order, self.children, self.kind, self.boxes)
         self.unproduced = _unproduced(folded, self.boxes) if folded.graph.get("ops") == "none" \
             else set()
+        self.into = {n: a[INTO] for n, a in folded.nodes(data=True) if INTO in a}
+
+    def canonical(self, node: str) -> str:
+        """What stands for ``node``: its first repeat's counterpart, and for a node of
+        FSDP's unshard the unit's box (see :mod:`~torchgraphrec.render.unshard`)."""
+        node = self.folder.canonical(node)
+        return self.into.get(node, node)
 
     def build(self, folding: Folding) -> View:
         """The view with ``folding`` applied: each later repeat drawn by its first."""
@@ -175,7 +185,7 @@ class _ViewBuilder:
         """What ``node`` is drawn as: itself, the box it is in, or ``None`` (bridged)."""
         if node in self.folder.dropped:
             return None
-        node = self.folder.canonical(node)
+        node = self.canonical(node)
         attrs = self.graph.nodes[node]
         kind = self.kind[node]
         if attrs.get("role") in ("input", "output"):
@@ -225,7 +235,7 @@ class _ViewBuilder:
         for source, target, _ in sorted(self.graph.edges(data="seq"), key=lambda e: e[2]):
             if self.folder.inside_one_run(source, target):
                 continue  # drawn once, by the run's first repeat
-            if self.kind[source] == "param" and self._visible(source) != source:
+            if self.kind[source] == "param" and self._visible(source) not in (source, None):
                 continue  # a parameter counted in its box is not data flowing out of it
             if target in self.unproduced and source == self.graph.nodes[target]["parent"]:
                 continue  # "the call made it" is where the tensor is drawn, not an edge
@@ -243,19 +253,19 @@ class _ViewBuilder:
         if self.options.include_ops is not True:
             return {}
         return {(s, t): role for (s, t), role in argument_roles(self.graph).items()
-                if self._visible(t) == self.folder.canonical(t)}
+                if self._visible(t) == self.canonical(t)}
 
     def _lift_edges(self) -> None:
         def shown(node: str) -> Optional[str]:
             found = self._visible(node)
-            self.view.drawn_as[node] = self.folder.canonical(node) if found is None else found
+            self.view.drawn_as[node] = self.canonical(node) if found is None else found
             return found
 
         def via(node: str) -> str:
             layout = self.options.include_ops is True and is_layout(self.graph.nodes[node])
             return RESHAPE if layout else ""
 
-        lifted = edge_rules.lift(self._recorded_edges(), shown, self.folder.canonical,
+        lifted = edge_rules.lift(self._recorded_edges(), shown, self.canonical,
                                  self.view.nodes + self.view.clusters, self._roles(), via)
         edge_rules.settle_cluster_ends(lifted, self.view.inside())
         self.view.markers = edge_rules.shared_inputs(list(lifted.edges))

@@ -11,6 +11,10 @@ function tgrPrepare(D) {
   D.out.forEach((i) => { isOut[i] = 1; });
   D.layout.forEach((i) => { isLayout[i] = 1; });
   D.unproduced.forEach((i) => { maybeMade[i] = 1; });
+  // FSDP's unshard: each unit's ops drawn as its all_gather box (render/unshard.py)
+  const foldsInto = new Map(), isUnshard = new Uint8Array(n);
+  for (let k = 0; k < D.unshard.into.length; k += 2) foldsInto.set(D.unshard.into[k], D.unshard.into[k + 1]);
+  D.unshard.boxes.forEach((i) => { isUnshard[i] = 1; });
   const foldTo = new Map(), droppedBy = new Map(), leaderOf = new Map(), groupOf = new Map();
   const repeatOf = new Map();
   D.runs.forEach((run, r) => {
@@ -33,7 +37,8 @@ function tgrPrepare(D) {
       }
     });
   });
-  return {D, n, children, isOut, maybeMade, isLayout, foldTo, droppedBy, leaderOf, groupOf, repeatOf};
+  return {D, n, children, isOut, maybeMade, isLayout, foldTo, droppedBy, leaderOf, groupOf, repeatOf,
+          foldsInto, isUnshard};
 }
 
 function pushTo(map, key, value) {
@@ -65,7 +70,7 @@ function tgrCompose(P, state) {
       moved = false;
       for (const [to, r] of P.foldTo.get(i) || []) if (folded[r]) { i = to; moved = true; break; }
     }
-    return i;
+    return state.ops !== "all" && P.foldsInto.has(i) ? P.foldsInto.get(i) : i;
   };
   const shown = {T: state.tensors, P: state.params, O: state.ops};
   const vis = new Int32Array(n);
@@ -73,6 +78,7 @@ function tgrCompose(P, state) {
   for (let i = 0; i < n; i++) vis[i] = visibleOf(i);
   function visibleOf(i) {
     if (absent(i)) return -2;
+    if (state.ops === "all" && P.isUnshard[i]) return -1;  // every op drawn as recorded
     if (P.droppedBy.has(i) && folded[P.droppedBy.get(i)]) return -1;
     if (D.kind[i] === "M") return i;  // the model's inputs and outputs are always drawn
     chain.length = 0;
@@ -233,7 +239,8 @@ function tgrLift(P, state, folded, canonical, vis, placed, absent) {
     const s = E[e], t = E[e + 1];
     if (absent(s) || absent(t) || (edgeStatus && edgeStatus[e / 2] === dropped)) continue;
     if (insideRun(s, t)) continue;  // drawn once, by the run's first repeat
-    if (D.kind[s] === "P" && vis[s] !== s) continue;  // counted in its box, not flowing
+    if (state.ops === "all" && P.isUnshard[s]) continue;
+    if (D.kind[s] === "P" && vis[s] >= 0 && vis[s] !== s) continue;  // counted in its box, not flowing
     if (made(t) && s === D.parent[t]) continue;
     let a = vis[s], b = vis[t];
     if (a < 0) { a = canonical(s); hidden.add(a); }

@@ -1,0 +1,121 @@
+"""FSDP's unshard (copy-in, all-gather, split, views) drawn as one ``all_gather`` box per unit.
+
+FSDP2 gathers a unit's parameters when the unit's forward starts: ``all_gather_copy_in``
+packs this rank's shards, the collective gathers them, views and ``split_with_sizes_copy``
+unpack them and ``as_strided`` views make the full parameters. Recorded op by op, that is a
+dozen ops per unit standing where the weights should be; drawn, each unit's ops are one
+``all_gather`` box (the collective's bytes on it) feeding the unit's parameters. Every op
+stays in the graph: ``include_ops="all"`` draws them as recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import networkx as nx
+
+__all__ = ["COPY_IN", "BOX", "INTO", "unshard_units", "add_unshard"]
+
+#: The op that starts each unit's unshard (``torch.ops.fsdp.all_gather_copy_in``).
+COPY_IN = "all_gather_copy_in"
+#: The attribute of a unit's box: the unit's call (a ``layer`` node).
+BOX = "unshard_of"
+#: The attribute of each node folded into a box: the box.
+INTO = "folds_into"
+
+
+def _machinery(graph: nx.DiGraph, unit: Optional[str]) -> set[str]:
+    """The ops and tensors a unit's call ran itself whose every neighbour it ran too: the
+    unshard's ops talk only to one another, the model's own ops reach other calls."""
+    own = {node for node, attrs in graph.nodes(data=True)
+           if attrs["parent"] == unit and attrs["kind"] in ("op", "tensor")
+           and attrs.get("role") not in ("input", "output")}
+    return {node for node in own
+            if all(n in own for n in (*graph.predecessors(node), *graph.successors(node)))}
+
+
+def unshard_units(graph: nx.DiGraph) -> dict[str, list[str]]:
+    """Each unit's unshard, by its ``all_gather_copy_in`` op: the ops and tensors connected
+    to it among those its call ran for nothing but one another, in ``seq`` order.
+
+    >>> g = nx.DiGraph()
+    >>> for node, kind in [("l", "layer"), ("s", "tensor"), ("c", "op"), ("g", "op"),
+    ...                    ("x", "tensor"), ("f", "op")]:
+    ...     g.add_node(node, kind=kind, parent=None if node == "l" else "l", seq=len(g),
+    ...                name={"c": COPY_IN, "g": "all_gather_single", "f": "relu"}.get(node))
+    >>> g.add_edges_from([("s", "c"), ("c", "g"), ("x", "f")])
+    >>> unshard_units(g)
+    {'c': ['s', 'c', 'g']}
+    """
+    found: dict[str, list[str]] = {}
+    machinery: dict[Optional[str], set[str]] = {}
+    for node, attrs in graph.nodes(data=True):
+        if attrs["kind"] != "op" or attrs.get("name") != COPY_IN:
+            continue
+        unit = attrs["parent"]
+        if unit not in machinery:
+            machinery[unit] = _machinery(graph, unit)
+        if node not in machinery[unit]:
+            continue
+        members = nx.node_connected_component(
+            graph.subgraph(machinery[unit]).to_undirected(as_view=True), node)
+        found[node] = sorted(members, key=lambda n: graph.nodes[n]["seq"])
+    return found
+
+
+def _unit_params(graph: nx.DiGraph, unit: Optional[str], nested: set[str]) -> list[str]:
+    """The parameters FSDP gathers for ``unit``: those of its module's subtree outside the
+    subtrees of the units nested in it (``nested``: their qualnames)."""
+    qualname = graph.nodes[unit]["qualname"] if unit is not None else ""
+
+    def inside(name: str, prefix: str) -> bool:
+        return prefix == "" or name.startswith(prefix + ".")
+
+    inner = [q for q in nested if q != qualname and inside(q, qualname)]
+    return sorted((node for node, attrs in graph.nodes(data=True) if attrs["kind"] == "param"
+                   and inside(attrs["qualname"], qualname)
+                   and not any(inside(attrs["qualname"], q) for q in inner)),
+                  key=lambda n: graph.nodes[n]["seq"])
+
+
+def _box_attrs(graph: nx.DiGraph, copy_in: str, members: Iterable[str]) -> dict:
+    """The box's attributes: an op named ``all_gather`` where the unit's collective ran,
+    carrying the collective's bytes and the time of the whole unshard."""
+    nodes = graph.nodes
+    ops = [nodes[n] for n in members if nodes[n]["kind"] == "op"]
+    gathers = [a for a in ops if a.get("collective") == "all_gather"]
+    first = gathers[0] if gathers else nodes[copy_in]
+    attrs = {key: value for key, value in first.items() if key not in ("shape", INTO)}
+    # the same text for every unit alike: repeated blocks still fold into one
+    attrs.update(name="all_gather", grad_fn=None, collective="all_gather",
+                 args=f"FSDP unshard: {len(ops)} ops "
+                      f"({', '.join(dict.fromkeys(a['name'] for a in ops))})")
+    if gathers:
+        attrs["comm_bytes"] = sum(int(a.get("comm_bytes", 0)) for a in gathers)
+    for key, pick in (("t_start_ns", min), ("t_end_ns", max)):
+        times = [a[key] for a in ops if a.get(key) is not None]
+        if times:
+            attrs[key] = pick(times)
+    return attrs
+
+
+def add_unshard(graph: nx.DiGraph) -> nx.DiGraph:
+    """``graph`` with one box per FSDP unit's unshard (a copy where any is found, else
+    ``graph`` itself): an op node ``unshard:<copy-in id>`` with :data:`BOX` (the unit's
+    call), an edge to each parameter the unit gathers, and :data:`INTO` on every node it
+    stands for. The drawing maps those nodes to their box unless ``include_ops="all"``."""
+    units = unshard_units(graph)
+    if not units:
+        return graph
+    found = graph.copy()
+    nested = {graph.nodes[graph.nodes[c]["parent"]]["qualname"] for c in units
+              if graph.nodes[c]["parent"] is not None}
+    for copy_in, members in units.items():
+        box = f"unshard:{copy_in}"
+        attrs = _box_attrs(graph, copy_in, members)
+        found.add_node(box, **attrs, **{BOX: graph.nodes[copy_in]["parent"]})
+        for member in members:
+            found.nodes[member][INTO] = box
+        for param in _unit_params(graph, graph.nodes[copy_in]["parent"], nested):
+            found.add_edge(box, param, kind="flow", seq=attrs["seq"], t_ns=0)
+    return found
