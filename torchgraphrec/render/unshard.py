@@ -24,12 +24,10 @@ BOX = "unshard_of"
 INTO = "folds_into"
 
 
-def _machinery(graph: nx.DiGraph, unit: Optional[str]) -> set[str]:
-    """The ops and tensors a unit's call ran itself whose every neighbour it ran too: the
-    unshard's ops talk only to one another, the model's own ops reach other calls."""
-    own = {node for node, attrs in graph.nodes(data=True)
-           if attrs["parent"] == unit and attrs["kind"] in ("op", "tensor")
-           and attrs.get("role") not in ("input", "output")}
+def _machinery(graph: nx.DiGraph, own: set[str]) -> set[str]:
+    """Of the ops and tensors a unit's call ran itself (``own``), those whose every
+    neighbour it ran too: the unshard's ops talk only to one another, the model's own ops
+    reach other calls."""
     return {node for node in own
             if all(n in own for n in (*graph.predecessors(node), *graph.successors(node)))}
 
@@ -48,13 +46,20 @@ def unshard_units(graph: nx.DiGraph) -> dict[str, list[str]]:
     {'c': ['s', 'c', 'g']}
     """
     found: dict[str, list[str]] = {}
-    machinery: dict[Optional[str], set[str]] = {}
+    units = {attrs["parent"] for _, attrs in graph.nodes(data=True)
+             if attrs["kind"] == "op" and attrs.get("name") == COPY_IN}
+    if not units:
+        return found
+    own: dict[Optional[str], set[str]] = {unit: set() for unit in units}
+    for node, attrs in graph.nodes(data=True):
+        if attrs["parent"] in own and attrs["kind"] in ("op", "tensor") \
+                and attrs.get("role") not in ("input", "output"):
+            own[attrs["parent"]].add(node)
+    machinery = {unit: _machinery(graph, nodes) for unit, nodes in own.items()}
     for node, attrs in graph.nodes(data=True):
         if attrs["kind"] != "op" or attrs.get("name") != COPY_IN:
             continue
         unit = attrs["parent"]
-        if unit not in machinery:
-            machinery[unit] = _machinery(graph, unit)
         if node not in machinery[unit]:
             continue
         members = nx.node_connected_component(
@@ -63,19 +68,16 @@ def unshard_units(graph: nx.DiGraph) -> dict[str, list[str]]:
     return found
 
 
-def _unit_params(graph: nx.DiGraph, unit: Optional[str], nested: set[str]) -> list[str]:
-    """The parameters FSDP gathers for ``unit``: those of its module's subtree outside the
-    subtrees of the units nested in it (``nested``: their qualnames)."""
-    qualname = graph.nodes[unit]["qualname"] if unit is not None else ""
-
+def _unit_params(params: list[tuple[str, str]], qualname: str, nested: set[str]) -> list[str]:
+    """The parameters FSDP gathers for the unit of module ``qualname``: those of its
+    subtree outside the subtrees of the units nested in it (``nested``: their qualnames),
+    from ``params`` (each param node with its qualname, in ``seq`` order)."""
     def inside(name: str, prefix: str) -> bool:
         return prefix == "" or name.startswith(prefix + ".")
 
     inner = [q for q in nested if q != qualname and inside(q, qualname)]
-    return sorted((node for node, attrs in graph.nodes(data=True) if attrs["kind"] == "param"
-                   and inside(attrs["qualname"], qualname)
-                   and not any(inside(attrs["qualname"], q) for q in inner)),
-                  key=lambda n: graph.nodes[n]["seq"])
+    return [node for node, name in params
+            if inside(name, qualname) and not any(inside(name, q) for q in inner)]
 
 
 def _box_attrs(graph: nx.DiGraph, copy_in: str, members: Iterable[str]) -> dict:
@@ -108,14 +110,20 @@ def add_unshard(graph: nx.DiGraph) -> nx.DiGraph:
     if not units:
         return graph
     found = graph.copy()
-    nested = {graph.nodes[graph.nodes[c]["parent"]]["qualname"] for c in units
-              if graph.nodes[c]["parent"] is not None}
+    nodes = graph.nodes
+
+    def qualname(unit: Optional[str]) -> str:
+        return nodes[unit]["qualname"] if unit is not None else ""
+
+    nested = {qualname(nodes[c]["parent"]) for c in units}
+    params = sorted(((n, a["qualname"]) for n, a in nodes(data=True) if a["kind"] == "param"),
+                    key=lambda item: nodes[item[0]]["seq"])
     for copy_in, members in units.items():
         box = f"unshard:{copy_in}"
         attrs = _box_attrs(graph, copy_in, members)
-        found.add_node(box, **attrs, **{BOX: graph.nodes[copy_in]["parent"]})
+        found.add_node(box, **attrs, **{BOX: nodes[copy_in]["parent"]})
         for member in members:
             found.nodes[member][INTO] = box
-        for param in _unit_params(graph, graph.nodes[copy_in]["parent"], nested):
+        for param in _unit_params(params, qualname(nodes[copy_in]["parent"]), nested):
             found.add_edge(box, param, kind="flow", seq=attrs["seq"], t_ns=0)
     return found
