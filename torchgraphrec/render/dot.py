@@ -285,7 +285,7 @@ class DotWriter:
         """A node statement's parts around its ``group`` (where the graphviz package's
         sorted attributes put it): label, class and id; its kind's style (a diff's marks
         included); tooltip and width; colour. The report's page composes statements from
-        them (see :mod:`torchgraphrec.render.describe`)."""
+        them (see :mod:`torchgraphrec.report.describe`)."""
         style = self.style_of(node)
         lines, tooltip = node_text(self.view, node, self.options)
         if self.marks is not None:

@@ -26,7 +26,7 @@ from torchgraphrec.render.marks import is_diff, styled
 from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.oproles import RESHAPE, ROLES, argument_roles, is_layout
 from torchgraphrec.render.passthrough import wire_pass_through
-from torchgraphrec.render.runs import find_all_runs
+from torchgraphrec.report.runs import find_all_runs
 from torchgraphrec.render.scale import TITLES, value_of
 from torchgraphrec.render.sides import old_side, plain
 from torchgraphrec.render.texts import cost_names

@@ -10,8 +10,8 @@ import pytest
 
 import torchgraphrec as tgr
 from llama import gpt2_tiny
-from render.reportpage import act, centre, drawn_ids, element, loaded_report
-from render.walk import in_view, settle, walk
+from report.reportpage import act, centre, drawn_ids, element, loaded_report
+from report.walk import in_view, settle, walk
 
 ROOT = "#tgr"
 

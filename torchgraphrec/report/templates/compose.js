@@ -1,5 +1,5 @@
 /* torchgraphrec report: the composer. DOT for any state from Python's drawing description
-   (render/describe.py): it picks a form per element and lifts edges to what is drawn, in the
+   (report/describe.py): it picks a form per element and lifts edges to what is drawn, in the
    DOT writer's order, so that a state a static drawing can express gives to_dot's bytes. */
 
 /* What the page derives once from the description: children, run lookups, model outputs. */
