@@ -24,7 +24,8 @@ STATES: tuple[dict[str, Any], ...] = (
     {"depth": None, "fold_repeats": False}, {"depth": 1, "include_tensors": True},
     {"depth": None, "include_ops": False}, {"depth": 2, "include_params": True},
     {"depth": None, "expand_leaves": True, "include_params": True, "include_tensors": True},
-    {"depth": 1, "rankdir": "LR"}, {"depth": None, "include_ops": "all"},
+    {"depth": 1, "rankdir": "LR"}, {"depth": None, "rankdir": "LR"},
+    {"depth": None, "include_ops": "all"},
     {"depth": 2, "include_ops": "all", "fold_repeats": False},
 )
 

@@ -6,6 +6,7 @@ from typing import Optional
 
 import networkx as nx
 
+from torchgraphrec.render.oproles import SIDE_ROLES
 from torchgraphrec.render.view import View
 
 __all__ = ["spine", "beside", "entries"]
@@ -15,11 +16,14 @@ def spine(view: View) -> list[str]:
     """The drawn nodes on the longest path of the flow, input to output: the network's main
     path, drawn straight (skips, shorter, curve around it).
 
-    Parameters are left out: they feed the path, they are not on it.
+    Parameters are left out: they feed the path, they are not on it; so are the edges of
+    :data:`~torchgraphrec.render.oproles.SIDE_ROLES`: the path enters attention through its
+    query, and the key and value come in beside it, in that order.
     """
     flow = nx.DiGraph()
     flow.add_nodes_from(n for n in view.nodes if view.kind(n) != "param")
-    flow.add_edges_from((s, t) for s, t in view.edges if s in flow and t in flow)
+    flow.add_edges_from((s, t) for s, t in view.edges if s in flow and t in flow
+                        and view.labels.get((s, t)) not in SIDE_ROLES)
     return nx.dag_longest_path(flow) if flow.number_of_edges() else []
 
 

@@ -308,12 +308,15 @@ function tgrInside(placed) {
   return inside;
 }
 
-/* networkx's dag_longest_path over the drawn flow, parameters left out (render/spine.py). */
+/* networkx's dag_longest_path over the drawn flow, parameters and the edges of the side
+   roles (key, value: the path enters attention by its query) left out (render/spine.py). */
 function tgrSpine(P, placed, edges) {
-  const {D} = P, flow = new TgrGraph();
+  const {D} = P, flow = new TgrGraph(), side = new Set(D.side_roles);
   placed.nodes.forEach((i) => { if (D.kind[i] !== "P") flow.addNode(i); });
   let count = 0;
-  for (const [s, t] of edges) if (flow.succ.has(s) && flow.succ.has(t)) { flow.addEdge(s, t); count++; }
+  for (const [s, t, , label] of edges) {
+    if (flow.succ.has(s) && flow.succ.has(t) && !side.has(label)) { flow.addEdge(s, t); count++; }
+  }
   if (!count) return [];
   const dist = new Map();
   for (const v of flow.topological()) {
@@ -373,7 +376,7 @@ function tgrWrite(P, state, folded, placed, lifted) {
     bodies.get(parentOf.get(c)).push(`\tsubgraph ${clusterNames.get(c)} {\n\t\tgraph${attrs}\n`, ...inner, "\t}\n");
   }
   const lines = edges.map(([s, t, recorded, label]) => {
-    const marked = (marks && marks.edge(s, t, recorded, clusterNames) || "") + (label ? D.labels[label] : "");
+    const marked = (marks && marks.edge(s, t, recorded, clusterNames) || "") + (label ? D.labels[state.rankdir][label] : "");
     parts.edge.push(tgrEdgeAttrs(P, s, t, marked));
     return tgrEdgeLine(P, s, t, names, clusterNames, lifted.inside, marked);
   });
