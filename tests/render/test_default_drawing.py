@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import networkx as nx
 import pytest
 import torch
@@ -97,11 +99,7 @@ def test_transformers_attention_reads_query_key_value(name: str) -> None:
     assert ends["query"] < ends["key"] < ends["value"]
 
 
-@pytest.mark.needs("pinned_torch")
 def test_llamas_projections_are_drawn_q_k_v_and_feed_their_roles() -> None:
-    # pinned: the rule orders the edges into attention (on every torch, above); where the
-    # projections land is the engine's crossing minimisation, and on torch 2.4 (other
-    # rotary and repeat_kv ops) it puts k_proj left of q_proj
     rec = tgr.record(*fresh("llama"))
     drawing = layout(rec.to_dot())
     x = {node["id"]: float(node["pos"].split(",")[0]) for node in drawn_nodes(drawing).values()}
@@ -116,6 +114,25 @@ def test_llamas_projections_are_drawn_q_k_v_and_feed_their_roles() -> None:
                           in rec.graph.nodes(data="parent")
                           if parent == f"layer:layers.0.self_attn.{p}#0")}
         assert made_by == {label[0] + "_proj"}
+
+
+@pytest.mark.parametrize("name, block, projections", [
+    ("bert", "encoder.layer.0.attention.self.", ("query", "key", "value")),
+    ("llama", "layers.0.self_attn.", ("q_proj", "k_proj", "v_proj")),
+    ("multihead_attention", "", ()),
+])
+def test_the_projections_are_one_row_q_k_v(name: str, block: str, projections: tuple) -> None:
+    # BERT's mask is made outside the attention module: the row holds what is inside it;
+    # nn.MultiheadAttention projects with one weight and draws no row
+    dot = tgr.record(*fresh(name)).to_dot()
+    rows = re.findall(r"\{rank=same; (n\d+(?: -> n\d+)+) \[style=invis\]\}", dot)
+    pos = {n["id"]: tuple(map(float, n["pos"].split(","))) for n in
+           drawn_nodes(layout(dot)).values()}
+    ids = [f"n-layer:{block}{p}#0" for p in projections]
+    assert len(rows) == (1 if projections else 0)
+    if projections:
+        assert len({pos[i][1] for i in ids}) == 1
+        assert [pos[i][0] for i in ids] == sorted(pos[i][0] for i in ids)
 
 
 def test_a_reshape_chain_between_two_modules_is_one_labelled_edge() -> None:

@@ -14,7 +14,7 @@ from torchgraphrec.render.marks import DiffMarks, is_diff
 from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.oproles import ROLE_PORTS, ROLES
 from torchgraphrec.render.metrics import needs_width, text_width
-from torchgraphrec.render.spine import beside, entries, spine
+from torchgraphrec.render.spine import beside, entries, role_rows, spine
 from torchgraphrec.render.legend import costs_row, legend_lines
 from torchgraphrec.render.texts import cluster_costs, cluster_text, cost_names, node_text
 from torchgraphrec.render.scale import INCLUSIVE, ColorScale, value_of
@@ -118,6 +118,9 @@ class DotWriter:
         for cluster, pairs in beside(self.view).items():
             bodies[cluster] += [f"\t{{rank=same; {self.names[p]}; {self.names[o]}}}\n"
                                 for p, o in pairs]
+        for cluster, rows in role_rows(self.view).items():
+            bodies[cluster] += ["\t{rank=same; " + " -> ".join(self.names[n] for n in row)
+                                + " [style=invis]}\n" for row in rows]
         self.inside = self.view.inside()
         marker_edges = self._markers(bodies)
         self._nest(bodies)

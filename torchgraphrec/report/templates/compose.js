@@ -363,6 +363,7 @@ function tgrWrite(P, state, folded, placed, lifted) {
   }
   if (state.rankdir === "TB" || state.rankdir === "BT") tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, F);
   tgrBeside(P, placed, edges, names, bodies);
+  tgrRoleRows(P, placed, edges, names, bodies);
   const markerLines = tgrMarkers(P, placed, lifted, names, clusterNames, bodies, parts);
   const depthOf = (c) => { let d = 0; for (let p = parentOf.get(c); p !== -1; p = parentOf.get(p)) d++; return d; };
   const position = (c) => typeof c === "string" ? runOf(c).calls[0] : c;
@@ -500,6 +501,52 @@ function tgrBeside(P, placed, edges, names, bodies) {
   for (const [cluster, found] of pairs) {
     for (const [p, o] of found) bodies.get(cluster).push(`\t{rank=same; ${names.get(p)}; ${names.get(o)}}\n`);
   }
+}
+
+/* The boxes that make an op's role arguments (q_proj, k_proj, v_proj) on one rank, in role
+   order, by cluster (render/spine.py's role_rows). */
+function tgrRoleRows(P, placed, edges, names, bodies) {
+  const {D} = P, rank = D.role_rank, preds = new Map(), succs = new Map(), rows = new Map();
+  const drawn = new Set(placed.nodes);
+  for (const [s, t] of edges) { pushTo(preds, t, s); pushTo(succs, s, t); }
+  for (const i of placed.nodes) {
+    const into = edges.filter(([, t, , label]) => t === i && label && Object.hasOwn(rank, label))
+      .map(([s, , , label]) => [rank[label], s]).sort((a, b) => a[0] - b[0]);
+    const cluster = placed.parentOf.get(i);
+    const row = into.map(([, s]) => tgrNearestBox(D, placed, s, cluster, preds, drawn)).filter((b) => b !== null);
+    if (row.length >= 2 && new Set(row).size === row.length &&
+        !row.some((a) => tgrReaches(a, new Set(row.filter((b) => b !== a)), succs))) pushTo(rows, cluster, row);
+  }
+  for (const [cluster, found] of rows) {
+    for (const row of found) bodies.get(cluster).push(`\t{rank=same; ${row.map((n) => names.get(n)).join(" -> ")} [style=invis]}\n`);
+  }
+}
+
+/* The one box nearest upstream of `start` (itself included) among the cluster's own
+   members; null where there is none, or two at the same distance. */
+function tgrNearestBox(D, placed, start, cluster, preds, drawn) {
+  let frontier = [start];
+  const seen = new Set([start]);
+  while (frontier.length) {
+    const members = frontier.filter((n) => placed.parentOf.get(n) === cluster);
+    const boxes = members.filter((n) => drawn.has(n) && D.kind[n] === "L");
+    if (boxes.length) return boxes.length === 1 ? boxes[0] : null;
+    frontier = [];
+    for (const n of members) for (const s of preds.get(n) || []) if (!seen.has(s)) { seen.add(s); frontier.push(s); }
+  }
+  return null;
+}
+
+/* Whether anything in `others` is downstream of `start`. */
+function tgrReaches(start, others, succs) {
+  const stack = [start], seen = new Set([start]);
+  while (stack.length) {
+    for (const t of succs.get(stack.pop()) || []) {
+      if (others.has(t)) return true;
+      if (!seen.has(t)) { seen.add(t); stack.push(t); }
+    }
+  }
+  return false;
 }
 
 /* A tensor its call's own code made stays below what ran last before it (render/view.py). */
