@@ -363,7 +363,7 @@ function tgrWrite(P, state, folded, placed, lifted) {
   }
   if (state.rankdir === "TB" || state.rankdir === "BT") tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, F);
   tgrBeside(P, placed, edges, names, bodies);
-  tgrRoleRows(P, placed, edges, names, bodies);
+  tgrRoleRows(P, placed, edges, names, bodies, parts);
   const markerLines = tgrMarkers(P, placed, lifted, names, clusterNames, bodies, parts);
   const depthOf = (c) => { let d = 0; for (let p = parentOf.get(c); p !== -1; p = parentOf.get(p)) d++; return d; };
   const position = (c) => typeof c === "string" ? runOf(c).calls[0] : c;
@@ -504,8 +504,8 @@ function tgrBeside(P, placed, edges, names, bodies) {
 }
 
 /* The boxes that make an op's role arguments (q_proj, k_proj, v_proj) on one rank, in role
-   order, by cluster (render/spine.py's role_rows). */
-function tgrRoleRows(P, placed, edges, names, bodies) {
+   order, by cluster (render/spine.py's role_rows); kept in parts.rows for layout.js. */
+function tgrRoleRows(P, placed, edges, names, bodies, parts) {
   const {D} = P, rank = D.role_rank, preds = new Map(), succs = new Map(), rows = new Map();
   const drawn = new Set(placed.nodes);
   for (const [s, t] of edges) { pushTo(preds, t, s); pushTo(succs, s, t); }
@@ -517,8 +517,12 @@ function tgrRoleRows(P, placed, edges, names, bodies) {
     if (row.length >= 2 && new Set(row).size === row.length &&
         !row.some((a) => tgrReaches(a, new Set(row.filter((b) => b !== a)), succs))) pushTo(rows, cluster, row);
   }
+  parts.rows = [];
   for (const [cluster, found] of rows) {
-    for (const row of found) bodies.get(cluster).push(`\t{rank=same; ${row.map((n) => names.get(n)).join(" -> ")} [style=invis]}\n`);
+    for (const row of found) {
+      bodies.get(cluster).push(`\t{rank=same; ${row.map((n) => names.get(n)).join(" -> ")} [style=invis]}\n`);
+      parts.rows.push([cluster, row]);
+    }
   }
 }
 
