@@ -29,7 +29,7 @@ from typing import Any
 __all__ = ["main", "refresh", "check_tarball", "VENDOR"]
 
 ROOT = Path(__file__).resolve().parent.parent
-VENDOR = ROOT / "torchgraphrec" / "render" / "templates" / "vendor"
+VENDOR = ROOT / "torchgraphrec" / "report" / "templates" / "vendor"
 BUILD = "package/dist/viz-global.js"
 METADATA = "package/lib/metadata.js"
 NOTICES = ("Graphviz", "Expat")

@@ -78,7 +78,7 @@ def render_target(target: str, output: Path, options: dict[str, Any],
                   backward: bool = False) -> Path:
     """Render a saved recording (``.json``: torch is not imported) or a model factory
     (recorded counting FLOPs where the drawing shows them)."""
-    from torchgraphrec.render.write import write
+    from torchgraphrec.report.write import write
 
     graph = load_graph(target, shapes, dtype, backward, needs_flops(options))
     return write(graph, output, **options)
@@ -92,7 +92,7 @@ def diff_targets(targets: Sequence[str], output: Optional[Path] = None,
     drawing ``options`` (or write its union graph, ``.json``)."""
     from torchgraphrec.compare import diff
     from torchgraphrec.compare.draw import FORMATS
-    from torchgraphrec.render.write import format_of
+    from torchgraphrec.report.write import format_of
 
     if output is not None and format_of(output) not in FORMATS:  # before recording anything
         raise ValueError(f"unknown format for a diff: {format_of(output)!r} (must be one of "

@@ -46,7 +46,7 @@ def report_frame(graph: nx.DiGraph, **options: Any) -> str:
     document of its own, so that its scripts run in notebook front ends that do not run
     scripts in output HTML, and in notebooks exported to HTML; replaced by a message above
     :data:`MAX_BYTES`."""
-    from torchgraphrec.render.html import to_html
+    from torchgraphrec.report.html import to_html
 
     page = to_html(graph, **options)
     if len(page) > MAX_BYTES:
@@ -82,12 +82,12 @@ def _widget_class() -> Optional[type]:
         return None
     from importlib import resources
 
-    from torchgraphrec.render.html import engine_script, report_fragment
+    from torchgraphrec.report.html import engine_script, report_fragment
 
     class ReportWidget(anywidget.AnyWidget):
         """The interactive report of one recording; its engine and data sent on request."""
 
-        _esm = (resources.files("torchgraphrec.render") / "templates" / "widget.js").read_text("utf-8")
+        _esm = (resources.files("torchgraphrec.report") / "templates" / "widget.js").read_text("utf-8")
         model = traitlets.Unicode("").tag(sync=True)
 
         def __init__(self, graph: nx.DiGraph, **options: Any) -> None:
@@ -151,7 +151,7 @@ def show(graph: nx.DiGraph, plain: str, **options: Any) -> Optional[Path]:
     """Display the recording with these drawing options: in the running notebook, or,
     outside one, as the report opened in the web browser (its file returned)."""
     if not in_notebook():
-        from torchgraphrec.render.html import to_html
+        from torchgraphrec.report.html import to_html
 
         name = str(graph.graph.get("model", "model"))
         folder = Path(tempfile.mkdtemp(prefix="torchgraphrec-"))

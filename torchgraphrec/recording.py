@@ -39,13 +39,13 @@ class Recording:
         Returns the path written. Raises ``ValueError`` for an unknown suffix and
         ``TypeError`` for an option the format does not take.
         """
-        from torchgraphrec.render.write import write
+        from torchgraphrec.report.write import write
 
         return write(self.graph, path, **options)
 
     def to_html(self, path: Any, **options: Any) -> Any:
-        """Write the interactive HTML report to ``path`` (see :mod:`torchgraphrec.render.html`)."""
-        from torchgraphrec.render.html import to_html
+        """Write the interactive HTML report to ``path`` (see :mod:`torchgraphrec.report.html`)."""
+        from torchgraphrec.report.html import to_html
         from torchgraphrec.files import write_atomic
 
         return write_atomic(path, to_html(self.graph, **options).encode())

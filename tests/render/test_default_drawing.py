@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import networkx as nx
 import pytest
 import torch
@@ -12,6 +14,7 @@ import torchgraphrec as tgr
 from helpers import fresh
 from render.layout import drawn_edges, drawn_nodes, layout
 from torchgraphrec.render.options import RenderOptions
+from torchgraphrec.render.oproles import LAYOUT_OPS
 from torchgraphrec.render.view import build_view
 
 
@@ -66,6 +69,113 @@ def test_attention_arguments_are_labelled_and_drawn_q_k_v(attention: tgr.Recordi
     drawing = layout(attention.to_dot())
     x = {node["id"]: float(node["pos"].split(",")[0]) for node in drawn_nodes(drawing).values()}
     assert x["n-layer:query#0"] < x["n-layer:key#0"] < x["n-layer:value#0"]
+
+
+def _into_attention(drawing: dict) -> list[tuple[str, str, float, float]]:
+    """Each drawn edge into attention, in the order the DOT gives them: its label, its
+    tail's id, where its tail is drawn and where its arrow ends (x, points)."""
+    objects = {o["_gvid"]: o for o in drawing["objects"]}
+    found = []
+    for edge in drawing.get("edges", []):
+        head, tail = objects[edge["head"]], objects[edge["tail"]]
+        if head.get("id", "").startswith("n-op:scaled_dot_product_attention"):
+            end = float(edge["pos"].split()[0].split(",")[1])  # "e,x,y": the arrow's end
+            found.append((edge.get("xlabel", ""), tail["id"], float(tail["pos"].split(",")[0]),
+                          end))
+    return found
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_transformers_attention_reads_query_key_value(name: str) -> None:
+    # GPT-2 splits one projection and Llama ropes q and k; both pass k and v through the
+    # cache's cat: the key's way is the longest, yet the drawing reads q, k, v
+    rec = tgr.record(*fresh(name))
+    into = _into_attention(layout(rec.to_dot()))
+    assert [label for label, *_ in into][:3] == ["query", "key", "value"]
+    assert {label for label, *_ in into} <= {"query", "key", "value", "mask"}
+    tails = {label: x for label, _, x, _ in into}
+    ends = {label: x for label, *_, x in into}
+    assert tails["query"] < tails["key"] < tails["value"]
+    assert ends["query"] < ends["key"] < ends["value"]
+
+
+def test_llamas_projections_are_drawn_q_k_v_and_feed_their_roles() -> None:
+    rec = tgr.record(*fresh("llama"))
+    drawing = layout(rec.to_dot())
+    x = {node["id"]: float(node["pos"].split(",")[0]) for node in drawn_nodes(drawing).values()}
+    attn = "n-layer:layers.0.self_attn."
+    assert x[f"{attn}q_proj#0"] < x[f"{attn}k_proj#0"] < x[f"{attn}v_proj#0"]
+    # each role's drawn tail is computed from its own projection only (the recorded flow)
+    for label, tail, *_ in _into_attention(drawing):
+        if label == "mask":
+            continue
+        made_by = {p for p in ("q_proj", "k_proj", "v_proj")
+                   if any(nx.has_path(rec.graph, n, tail[2:]) for n, parent
+                          in rec.graph.nodes(data="parent")
+                          if parent == f"layer:layers.0.self_attn.{p}#0")}
+        assert made_by == {label[0] + "_proj"}
+
+
+@pytest.mark.parametrize("name, block, projections", [
+    ("bert", "encoder.layer.0.attention.self.", ("query", "key", "value")),
+    ("llama", "layers.0.self_attn.", ("q_proj", "k_proj", "v_proj")),
+    ("multihead_attention", "", ()),
+])
+def test_the_projections_are_one_row_q_k_v(name: str, block: str, projections: tuple) -> None:
+    # BERT's mask is made outside the attention module: the row holds what is inside it;
+    # nn.MultiheadAttention projects with one weight and draws no row
+    dot = tgr.record(*fresh(name)).to_dot()
+    rows = re.findall(r"\{rank=same; (n\d+(?: -> n\d+)+) \[style=invis\]\}", dot)
+    pos = {n["id"]: tuple(map(float, n["pos"].split(","))) for n in
+           drawn_nodes(layout(dot)).values()}
+    ids = [f"n-layer:{block}{p}#0" for p in projections]
+    assert len(rows) == (1 if projections else 0)
+    if projections:
+        assert len({pos[i][1] for i in ids}) == 1
+        assert [pos[i][0] for i in ids] == sorted(pos[i][0] for i in ids)
+
+
+def test_a_reshape_chain_between_two_modules_is_one_labelled_edge() -> None:
+    # BERT's attention output goes transpose, contiguous/reshape into output.dense
+    rec = tgr.record(*fresh("bert"))
+    labels = _labels(rec)
+    assert labels[("scaled_dot_product_attention", "encoder.layer.0.attention.output.dense")] \
+        == "reshape"
+    every = _labels(rec, include_ops="all")
+    assert "reshape" not in every.values()
+
+
+def test_berts_default_drops_only_the_layout_ops_and_draws_one_layer() -> None:
+    rec = tgr.record(*fresh("bert"))
+    default = build_view(rec.graph, RenderOptions())
+    every = build_view(rec.graph, RenderOptions(include_ops="all"))
+    layout_ops = [n for n in every.nodes if every.kind(n) == "op"
+                  and every.folded.nodes[n]["name"] in LAYOUT_OPS]
+    assert layout_ops and set(default.nodes) == set(every.nodes) - set(layout_ops)
+    # the boxes are the leaf calls outside the encoder and those of its first layer only
+    leaves = {n for n, a in rec.graph.nodes(data=True) if a["kind"] == "layer"
+              and not any(rec.graph.nodes[c]["kind"] == "layer" for c in rec.graph
+                          if rec.graph.nodes[c]["parent"] == n)}
+    once = {n for n in leaves if ".layer." not in n or ".layer.0." in n}
+    assert {n for n in default.nodes if default.kind(n) == "box"} == once
+    # 18 such boxes, the 4 inputs and outputs, and transformers' own mask and position
+    # ops between them (27 with transformers 4.5x): one screen-sized column, where every
+    # op (include_ops="all") draws 14 more and the four layers unfolded draw twice as many
+    assert len(default.nodes) <= 50
+
+
+@pytest.mark.parametrize("rankdir, axis, sign", [("TB", 1, 1), ("BT", 1, 1), ("LR", 2, -1),
+                                                  ("RL", 2, -1)])
+def test_attentions_arguments_end_in_order_along_the_side_the_flow_enters(
+        attention: tgr.Recording, rankdir: str, axis: int, sign: int) -> None:
+    # left to right where the flow runs down or up, top to bottom where it runs sideways
+    # (the engine's y grows upwards)
+    drawing = layout(attention.to_dot(rankdir=rankdir))
+    objects = {o["_gvid"]: o for o in drawing["objects"]}
+    ends = {edge["xlabel"]: sign * float(edge["pos"].split()[0].split(",")[axis])
+            for edge in drawing["edges"] if objects[edge["head"]].get("id", "").startswith(
+                "n-op:scaled_dot_product_attention")}
+    assert ends["query"] < ends["key"] < ends["value"]
 
 
 @pytest.mark.parametrize("value", ["some", 1, None])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchgraphrec.render.write import PathLike, format_of, write
+from torchgraphrec.report.write import PathLike, format_of, write
 
 if TYPE_CHECKING:
     from torchgraphrec.compare.core import GraphDiff

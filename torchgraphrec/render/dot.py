@@ -12,9 +12,9 @@ from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.render import labels
 from torchgraphrec.render.marks import DiffMarks, is_diff
 from torchgraphrec.render.options import RenderOptions
-from torchgraphrec.render.oproles import ROLES
+from torchgraphrec.render.oproles import ROLE_PORTS, ROLES
 from torchgraphrec.render.metrics import needs_width, text_width
-from torchgraphrec.render.spine import beside, entries, spine
+from torchgraphrec.render.spine import beside, entries, role_rows, spine
 from torchgraphrec.render.legend import costs_row, legend_lines
 from torchgraphrec.render.texts import cluster_costs, cluster_text, cost_names, node_text
 from torchgraphrec.render.scale import INCLUSIVE, ColorScale, value_of
@@ -118,6 +118,9 @@ class DotWriter:
         for cluster, pairs in beside(self.view).items():
             bodies[cluster] += [f"\t{{rank=same; {self.names[p]}; {self.names[o]}}}\n"
                                 for p, o in pairs]
+        for cluster, rows in role_rows(self.view).items():
+            bodies[cluster] += ["\t{rank=same; " + " -> ".join(self.names[n] for n in row)
+                                + " [style=invis]}\n" for row in rows]
         self.inside = self.view.inside()
         marker_edges = self._markers(bodies)
         self._nest(bodies)
@@ -158,10 +161,12 @@ class DotWriter:
         return quote(labels.join(text))
 
     @staticmethod
-    def label_attr(label: str) -> str:
+    def label_attr(label: str, rankdir: str = "TB") -> str:
         """An edge label's attribute (`` xlabel=reshape``): beside the edge, placed after
-        layout, so it takes no rank of its own."""
-        return f" xlabel={quote(labels.join(label))}" if label else ""
+        layout, so it takes no rank of its own; a role's edge also ends at its port."""
+        port = ROLE_PORTS[rankdir].get(label)
+        return (f" xlabel={quote(labels.join(label))}" + (f" headport={port}" if port else "")
+                if label else "")
 
     def _legend(self) -> list[str]:
         """The legend node: the colour scale, what the diff's marks mean, which costs the
@@ -285,7 +290,7 @@ class DotWriter:
         """A node statement's parts around its ``group`` (where the graphviz package's
         sorted attributes put it): label, class and id; its kind's style (a diff's marks
         included); tooltip and width; colour. The report's page composes statements from
-        them (see :mod:`torchgraphrec.render.describe`)."""
+        them (see :mod:`torchgraphrec.report.describe`)."""
         style = self.style_of(node)
         lines, tooltip = node_text(self.view, node, self.options)
         if self.marks is not None:
@@ -319,7 +324,7 @@ class DotWriter:
         if self.marks is not None:  # a param edge's dashes stay, a removed one's are added
             base = {"style": "dashed"} if kind == "param" else {}
             extra += " " + attr_text(self.marks.edge_attrs(source, target, base))[2:-1]
-        extra += self.label_attr(self.view.labels.get((source, target), ""))
+        extra += self.label_attr(self.view.labels.get((source, target), ""), self.options.rankdir)
         tail, tail_attr = self._end(source, last=True)
         head, head_attr = self._end(target, last=False)
         return (f"\t{tail} -> {head} [class=\"tgr-{kind}\" id=\"{edge_id}\"{extra}"

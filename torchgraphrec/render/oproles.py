@@ -6,8 +6,8 @@ from typing import Mapping
 
 import networkx as nx
 
-__all__ = ["LAYOUT_OPS", "RESHAPE", "ROLES", "is_layout", "argument_roles", "stronger",
-           "in_role_order"]
+__all__ = ["LAYOUT_OPS", "RESHAPE", "ROLES", "SIDE_ROLES", "ROLE_PORTS", "is_layout",
+           "argument_roles", "stronger", "in_role_order"]
 
 #: Ops that only change how a tensor's elements are laid out: a chain of them between two
 #: drawn nodes is one edge labelled :data:`RESHAPE` (``include_ops="all"`` draws each).
@@ -19,6 +19,18 @@ RESHAPE = "reshape"
 #: What each tensor argument of an op is, in the order the op received them.
 ROLES: Mapping[str, tuple[str, ...]] = {
     "scaled_dot_product_attention": ("query", "key", "value", "mask"),
+}
+#: The roles the main path never enters an op through: it comes in by the first argument
+#: (attention's query, whose shape its output has), so that the key's longer way (rotary,
+#: a cache's ``cat``) is not drawn straight down the middle with the query beside it.
+SIDE_ROLES = frozenset(role for roles in ROLES.values() for role in roles[1:])
+#: Where each role's edge ends on the op, by ``rankdir``: in order along the side the flow
+#: comes in by (Graphviz ignores a node's ``ordering`` inside a cluster; ports it keeps).
+ROLE_PORTS: Mapping[str, Mapping[str, str]] = {
+    "TB": {"query": "nw", "key": "n", "value": "ne", "mask": "e"},
+    "BT": {"query": "sw", "key": "s", "value": "se", "mask": "e"},
+    "LR": {"query": "nw", "key": "w", "value": "sw", "mask": "s"},
+    "RL": {"query": "ne", "key": "e", "value": "se", "mask": "s"},
 }
 
 

@@ -12,7 +12,7 @@ import torch
 
 import torchgraphrec as tgr
 from llama import LLAMA_3_70B, llama_meta
-from render.reportpage import act, big_model_actions, loaded_report, measure, state
+from report.reportpage import act, big_model_actions, loaded_report, measure, state
 
 #: A report's most bytes.
 MAX_BYTES = 8_000_000

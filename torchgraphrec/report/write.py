@@ -43,7 +43,7 @@ def _graphml(graph: nx.DiGraph, options: RenderOptions) -> bytes:
 
 
 def _report(graph: nx.DiGraph, options: RenderOptions) -> bytes:
-    from torchgraphrec.render.html import to_html
+    from torchgraphrec.report.html import to_html
 
     return to_html(graph, **vars(options)).encode()
 

@@ -11,9 +11,9 @@ import torch
 
 import torchgraphrec as tgr
 from torchgraphrec import jupyter
-from torchgraphrec.render.html import engine_script
+from torchgraphrec.report.html import engine_script
 
-ROOT_JS = Path(tgr.__file__).parent / "render" / "templates" / "widget.js"
+ROOT_JS = Path(tgr.__file__).parent / "report" / "templates" / "widget.js"
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_the_widget_loads_its_engine_once_and_draws_each_report(browser, recordi
     widget = jupyter._widget_class()
     if widget is None:
         pytest.skip("anywidget is not installed")
-    from render.browser import open_page
+    from report.browser import open_page
 
     fragments = []
     for k in range(3):

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import torchgraphrec as tgr
-from render.reportpage import act, drawn_ids, loaded_report, state
+from report.reportpage import act, drawn_ids, loaded_report, state
 from torchgraphrec.render.dot import to_dot
-from torchgraphrec.render.html import to_html
+from torchgraphrec.report.html import to_html
 
 ROOT = "#tgr"
 

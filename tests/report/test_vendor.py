@@ -12,13 +12,13 @@ import pytest
 
 import torchgraphrec as tgr
 from helpers import fresh
-from render.browser import launch, missing, open_page
+from report.browser import launch, missing, open_page
 from torchgraphrec.errors import TorchGraphRecError
-from torchgraphrec.render import vendor
+from torchgraphrec.report import vendor
 from torchgraphrec.render.engine import run_engine
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDER = ROOT / "torchgraphrec" / "render" / "templates" / "vendor"
+FOLDER = ROOT / "torchgraphrec" / "report" / "templates" / "vendor"
 
 
 def _refresh_script():

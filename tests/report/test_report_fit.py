@@ -12,7 +12,7 @@ from torch import nn
 
 import torchgraphrec as tgr
 from llama import gpt2_tiny
-from render.reportpage import loaded_report
+from report.reportpage import loaded_report
 
 ROOT = "#tgr"
 

@@ -13,8 +13,8 @@ from torch import nn
 
 import torchgraphrec as tgr
 from helpers import fresh
-from torchgraphrec.render.describe import opening_depth
-from torchgraphrec.render.html import SCRIPTS, report_fragment, to_html
+from torchgraphrec.report.describe import opening_depth
+from torchgraphrec.report.html import SCRIPTS, report_fragment, to_html
 from torchgraphrec.render.options import RenderOptions
 
 
@@ -86,7 +86,7 @@ def test_fragments_keep_their_own_ids(recording) -> None:
 def test_every_script_is_inlined(recording) -> None:
     page = to_html(recording.graph)
     for name in SCRIPTS:
-        first_function = re.search(r"^function (\w+)", (Path(tgr.__file__).parent / "render"
+        first_function = re.search(r"^function (\w+)", (Path(tgr.__file__).parent / "report"
                                    / "templates" / name).read_text(), re.M).group(1)
         assert f"function {first_function}(" in page, name
 

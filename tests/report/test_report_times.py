@@ -12,8 +12,8 @@ import torch
 
 import torchgraphrec as tgr
 from models import resnet50_like
-from render.reportpage import loaded_report
-from torchgraphrec.render.pagedata import facts
+from report.reportpage import loaded_report
+from torchgraphrec.report.pagedata import facts
 
 ROOT = "#tgr"
 

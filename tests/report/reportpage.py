@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from render.browser import BrowserPage, open_page
+from report.browser import BrowserPage, open_page
 
 __all__ = ["loaded_report", "element", "centre", "act", "drawn_ids", "state", "timings",
            "open_in_place", "open_where_it_is", "big_model_actions", "measure"]

@@ -12,7 +12,7 @@ import torch
 import torchgraphrec as tgr
 from compare.cases import gpt2, recorded, train_and_eval
 from helpers import fresh
-from torchgraphrec.render.describe import describe
+from torchgraphrec.report.describe import describe
 from torchgraphrec.render.dot import to_dot
 from torchgraphrec.render.options import RenderOptions
 
@@ -24,7 +24,8 @@ STATES: tuple[dict[str, Any], ...] = (
     {"depth": None, "fold_repeats": False}, {"depth": 1, "include_tensors": True},
     {"depth": None, "include_ops": False}, {"depth": 2, "include_params": True},
     {"depth": None, "expand_leaves": True, "include_params": True, "include_tensors": True},
-    {"depth": 1, "rankdir": "LR"}, {"depth": None, "include_ops": "all"},
+    {"depth": 1, "rankdir": "LR"}, {"depth": None, "rankdir": "LR"},
+    {"depth": None, "include_ops": "all"},
     {"depth": 2, "include_ops": "all", "fold_repeats": False},
 )
 
@@ -52,7 +53,7 @@ _COMPOSE = """([D, states]) => {
 @pytest.fixture(scope="module")
 def composer(browser: Any) -> Any:
     page = browser.new_page()
-    script = (resources.files("torchgraphrec.render") / "templates" / "compose.js").read_text()
+    script = (resources.files("torchgraphrec.report") / "templates" / "compose.js").read_text()
     page.set_content("<!DOCTYPE html><html><body></body></html>")
     page.add_script_tag(content=script)
     yield lambda description, states: page.evaluate(_COMPOSE, [description, states])

@@ -3,7 +3,7 @@
 The page shows the static drawing of the opening view at once (graphviz-pure's SVG), then
 lays out every other view in the browser with the vendored viz-js (Graphviz in
 WebAssembly), composing its DOT from the drawing description of
-:mod:`~torchgraphrec.render.describe`. Everything inserted is escaped: Graphviz escapes the
+:mod:`~torchgraphrec.report.describe`. Everything inserted is escaped: Graphviz escapes the
 drawing's text, jinja2 the page's, and no JSON or script can close its element.
 """
 
@@ -19,13 +19,13 @@ from typing import Any
 import jinja2
 import networkx as nx
 
-from torchgraphrec.render.describe import describe, opening_depth
+from torchgraphrec.report.describe import describe, opening_depth
 from torchgraphrec.render.dot import to_dot
 from torchgraphrec.render.engine import run_engine
 from torchgraphrec.render.marks import is_diff
 from torchgraphrec.render.options import RenderOptions
-from torchgraphrec.render.pagedata import PLAIN_FORWARD, colour_choices, facts, node_info
-from torchgraphrec.render.vendor import viz_js
+from torchgraphrec.report.pagedata import PLAIN_FORWARD, colour_choices, facts, node_info
+from torchgraphrec.report.vendor import viz_js
 
 __all__ = ["to_html", "report_fragment", "engine_script", "SCRIPTS", "BIG_DRAWING"]
 
@@ -67,14 +67,14 @@ def _raw(text: str, name: str) -> str:
 
 @lru_cache(maxsize=None)
 def _template(name: str) -> jinja2.Template:
-    folder = resources.files("torchgraphrec.render") / "templates"
+    folder = resources.files("torchgraphrec.report") / "templates"
     environment = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
     return environment.from_string((folder / name).read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=None)
 def _asset(name: str) -> str:
-    text = (resources.files("torchgraphrec.render") / "templates" / name).read_text("utf-8")
+    text = (resources.files("torchgraphrec.report") / "templates" / name).read_text("utf-8")
     return _raw(text, name)
 
 

@@ -43,26 +43,27 @@ function tgrLocalEdges(composed, members) {
   const edges = [...composed.edges, ...parts.marker.map(([name, t]) => [name, t])];
   const attrsOf = [...parts.edge, ...parts.marker.map(() => 'class="tgr-flow"')];
   for (const c of members.keys()) { local.set(c, new Map()); ports.set(c, []); }
-  const add = (c, from, to, attrs) => {
+  // each part keeps its edge's label: the spine enters attention by its query there too
+  const add = (c, from, to, attrs, label) => {
     const key = from + ">" + to;
-    if (!local.get(c).has(key)) local.get(c).set(key, [from, to, attrs]);
+    if (!local.get(c).has(key)) local.get(c).set(key, [from, to, attrs, label]);
   };
   const port = (c, name) => { if (!ports.get(c).includes(name)) ports.get(c).push(name); return name; };
-  edges.forEach(([s, t], e) => {
+  edges.forEach(([s, t, , label], e) => {
     const upS = [s, ...tgrAround(placed, s, markerParent)], upT = [t, ...tgrAround(placed, t)];
     const shared = new Set(upT.slice(1));
     const k = upS.findIndex((c, at) => at > 0 && shared.has(c)), top = upS[k];
     const l = upT.indexOf(top), attrs = attrsOf[e];
-    add(top, tgrLocalName(upS[k - 1]), tgrLocalName(upT[l - 1]), attrs);
+    add(top, tgrLocalName(upS[k - 1]), tgrLocalName(upT[l - 1]), attrs, label);
     // an edge's label is written once, on its part in the module holding both ends
     const unlabelled = attrs.replace(/ xlabel=(?:"(?:[^"\\]|\\.)*"|[^\s\]]+)/, "");
     const inPort = unlabelled.replace(/ id="([^"]*)"/, ' id="$1-in"');
     const outPort = unlabelled.replace(/ id="([^"]*)"/, ' id="$1-out"');
     for (let at = 1; at < k; at++) {
-      add(upS[at], tgrLocalName(upS[at - 1]), port(upS[at], "po" + tgrLocalName(t)), outPort);
+      add(upS[at], tgrLocalName(upS[at - 1]), port(upS[at], "po" + tgrLocalName(t)), outPort, label);
     }
     for (let at = 1; at < l; at++) {
-      add(upT[at], port(upT[at], "pi" + tgrLocalName(s)), tgrLocalName(upT[at - 1]), inPort);
+      add(upT[at], port(upT[at], "pi" + tgrLocalName(s)), tgrLocalName(upT[at - 1]), inPort, label);
     }
   });
   return {local, ports};
@@ -92,6 +93,10 @@ function tgrLocalDot(P, composed, c, members, edges, ports, sizes) {
   }
   for (const name of ports) lines.push(`${tab}${name} [label="" height=0.01 shape=point style=invis width=0.01]\n`);
   tgrLocalBeside(D, members, pairs, sizes, tab, lines);
+  // the boxes that make attention's q, k, v on one rank, in order (as the composer does)
+  for (const [cluster, row] of parts.rows || []) {
+    if (cluster === c) lines.push(`${tab}{rank=same; ${row.map(tgrLocalName).join(" -> ")} [style=invis]}\n`);
+  }
   if (inner) lines.push("\t}\n");
   for (const [from, to, attrs] of pairs) lines.push(`\t${from} -> ${to} [${attrs}]\n`);
   if (!inner) lines.push(composed.legend);

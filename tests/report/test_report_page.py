@@ -14,11 +14,11 @@ from torch import nn
 
 import torchgraphrec as tgr
 from helpers import fresh
-from render.browser import open_page
-from render.reportpage import act, centre, drawn_ids, element, loaded_report, state
-from render.walk import settle
+from report.browser import open_page
+from report.reportpage import act, centre, drawn_ids, element, loaded_report, state
+from report.walk import settle
 from torchgraphrec.render.dot import to_dot
-from torchgraphrec.render.html import to_html
+from torchgraphrec.report.html import to_html
 from torchgraphrec.render.options import RenderOptions
 
 ROOT = "#tgr"

@@ -6,7 +6,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from render.browser import launch, missing
+from report.browser import launch, missing
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,8 @@ import pytest
 
 import torchgraphrec as tgr
 from llama import gpt2_tiny
-from render.reportpage import act, centre, drawn_ids, element, loaded_report
-from render.walk import in_view, settle, walk
+from report.reportpage import act, centre, drawn_ids, element, loaded_report
+from report.walk import in_view, settle, walk
 
 ROOT = "#tgr"
 
@@ -89,3 +89,20 @@ def test_a_random_walk_never_loses_the_drawing(browser, gpt2_report) -> None:
     assert len(done.actions) == 200
     assert done.blank == [] and done.lost == []
     assert loaded.problems == []
+
+
+def test_the_page_draws_attentions_projections_q_k_v(browser, tmp_path: Path) -> None:
+    # laid out per module by the page (layout.js), the rules of to_dot hold: the main path
+    # enters attention by its query, the projections are one row in role order
+    pytest.importorskip("transformers")
+    from helpers import fresh
+
+    path = tgr.record(*fresh("llama")).render(tmp_path / "llama.html")
+    block = "layer:layers.0.self_attn."
+    with loaded_report(browser, path) as loaded:
+        page = loaded.page
+        act(page, element(page, f"{block}o_proj#0", "n").dblclick)
+        assert f"c-{block}o_proj#0" in drawn_ids(page, "cluster")
+        x, y = zip(*(centre(element(page, f"{block}{p}_proj#0", "n")) for p in "qkv"))
+        assert x[0] < x[1] < x[2]
+        assert max(y) - min(y) < 1

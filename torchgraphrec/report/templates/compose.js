@@ -1,5 +1,5 @@
 /* torchgraphrec report: the composer. DOT for any state from Python's drawing description
-   (render/describe.py): it picks a form per element and lifts edges to what is drawn, in the
+   (report/describe.py): it picks a form per element and lifts edges to what is drawn, in the
    DOT writer's order, so that a state a static drawing can express gives to_dot's bytes. */
 
 /* What the page derives once from the description: children, run lookups, model outputs. */
@@ -315,12 +315,15 @@ function tgrInside(placed) {
   return inside;
 }
 
-/* networkx's dag_longest_path over the drawn flow, parameters left out (render/spine.py). */
+/* networkx's dag_longest_path over the drawn flow, parameters and the edges of the side
+   roles (key, value: the path enters attention by its query) left out (render/spine.py). */
 function tgrSpine(P, placed, edges) {
-  const {D} = P, flow = new TgrGraph();
+  const {D} = P, flow = new TgrGraph(), side = new Set(D.side_roles);
   placed.nodes.forEach((i) => { if (D.kind[i] !== "P") flow.addNode(i); });
   let count = 0;
-  for (const [s, t] of edges) if (flow.succ.has(s) && flow.succ.has(t)) { flow.addEdge(s, t); count++; }
+  for (const [s, t, , label] of edges) {
+    if (flow.succ.has(s) && flow.succ.has(t) && !side.has(label)) { flow.addEdge(s, t); count++; }
+  }
   if (!count) return [];
   const dist = new Map();
   for (const v of flow.topological()) {
@@ -367,6 +370,7 @@ function tgrWrite(P, state, folded, placed, lifted) {
   }
   if (state.rankdir === "TB" || state.rankdir === "BT") tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, F);
   tgrBeside(P, placed, edges, names, bodies);
+  tgrRoleRows(P, placed, edges, names, bodies, parts);
   const markerLines = tgrMarkers(P, placed, lifted, names, clusterNames, bodies, parts);
   const depthOf = (c) => { let d = 0; for (let p = parentOf.get(c); p !== -1; p = parentOf.get(p)) d++; return d; };
   const position = (c) => typeof c === "string" ? runOf(c).calls[0] : c;
@@ -380,7 +384,7 @@ function tgrWrite(P, state, folded, placed, lifted) {
     bodies.get(parentOf.get(c)).push(`\tsubgraph ${clusterNames.get(c)} {\n\t\tgraph${attrs}\n`, ...inner, "\t}\n");
   }
   const lines = edges.map(([s, t, recorded, label]) => {
-    const marked = (marks && marks.edge(s, t, recorded, clusterNames) || "") + (label ? D.labels[label] : "");
+    const marked = (marks && marks.edge(s, t, recorded, clusterNames) || "") + (label ? D.labels[state.rankdir][label] : "");
     parts.edge.push(tgrEdgeAttrs(P, s, t, marked));
     return tgrEdgeLine(P, s, t, names, clusterNames, lifted.inside, marked);
   });
@@ -504,6 +508,56 @@ function tgrBeside(P, placed, edges, names, bodies) {
   for (const [cluster, found] of pairs) {
     for (const [p, o] of found) bodies.get(cluster).push(`\t{rank=same; ${names.get(p)}; ${names.get(o)}}\n`);
   }
+}
+
+/* The boxes that make an op's role arguments (q_proj, k_proj, v_proj) on one rank, in role
+   order, by cluster (render/spine.py's role_rows); kept in parts.rows for layout.js. */
+function tgrRoleRows(P, placed, edges, names, bodies, parts) {
+  const {D} = P, rank = D.role_rank, preds = new Map(), succs = new Map(), rows = new Map();
+  const drawn = new Set(placed.nodes);
+  for (const [s, t] of edges) { pushTo(preds, t, s); pushTo(succs, s, t); }
+  for (const i of placed.nodes) {
+    const into = edges.filter(([, t, , label]) => t === i && label && Object.hasOwn(rank, label))
+      .map(([s, , , label]) => [rank[label], s]).sort((a, b) => a[0] - b[0]);
+    const cluster = placed.parentOf.get(i);
+    const row = into.map(([, s]) => tgrNearestBox(D, placed, s, cluster, preds, drawn)).filter((b) => b !== null);
+    if (row.length >= 2 && new Set(row).size === row.length &&
+        !row.some((a) => tgrReaches(a, new Set(row.filter((b) => b !== a)), succs))) pushTo(rows, cluster, row);
+  }
+  parts.rows = [];
+  for (const [cluster, found] of rows) {
+    for (const row of found) {
+      bodies.get(cluster).push(`\t{rank=same; ${row.map((n) => names.get(n)).join(" -> ")} [style=invis]}\n`);
+      parts.rows.push([cluster, row]);
+    }
+  }
+}
+
+/* The one box nearest upstream of `start` (itself included) among the cluster's own
+   members; null where there is none, or two at the same distance. */
+function tgrNearestBox(D, placed, start, cluster, preds, drawn) {
+  let frontier = [start];
+  const seen = new Set([start]);
+  while (frontier.length) {
+    const members = frontier.filter((n) => placed.parentOf.get(n) === cluster);
+    const boxes = members.filter((n) => drawn.has(n) && D.kind[n] === "L");
+    if (boxes.length) return boxes.length === 1 ? boxes[0] : null;
+    frontier = [];
+    for (const n of members) for (const s of preds.get(n) || []) if (!seen.has(s)) { seen.add(s); frontier.push(s); }
+  }
+  return null;
+}
+
+/* Whether anything in `others` is downstream of `start`. */
+function tgrReaches(start, others, succs) {
+  const stack = [start], seen = new Set([start]);
+  while (stack.length) {
+    for (const t of succs.get(stack.pop()) || []) {
+      if (others.has(t)) return true;
+      if (!seen.has(t)) { seen.add(t); stack.push(t); }
+    }
+  }
+  return false;
 }
 
 /* A tensor its call's own code made stays below what ran last before it (render/view.py). */

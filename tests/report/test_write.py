@@ -12,7 +12,7 @@ import pytest
 import torchgraphrec as tgr
 from helpers import fresh
 from torchgraphrec.render import options as render_options
-from torchgraphrec.render import write as writer
+from torchgraphrec.report import write as writer
 
 
 @pytest.fixture(scope="module")

@@ -49,7 +49,7 @@ def viz_js() -> Vendored:
 
     It defines the global ``Viz``; ``Viz.instance()`` resolves to an object whose
     ``renderString(dot, {format: "svg"})`` lays out DOT."""
-    folder = resources.files("torchgraphrec.render").joinpath(*_FOLDER)
+    folder = resources.files("torchgraphrec.report").joinpath(*_FOLDER)
     record = json.loads(folder.joinpath("VENDOR.json").read_text(encoding="utf-8"))
     data = folder.joinpath("viz-global.js").read_bytes()
     check(data, record, "viz-global.js")
