@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 import torch
@@ -127,3 +128,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             have, why = NEEDS[name]
             if not have:
                 item.add_marker(pytest.mark.skip(reason=why))
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Debian's chromium through playwright; the test is skipped, with the reason, where
+    chromium or playwright is missing."""
+    from report.browser import launch, missing
+
+    reason = missing()
+    if reason is not None:
+        pytest.skip(reason)
+    with launch() as running:
+        yield running

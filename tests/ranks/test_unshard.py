@@ -131,20 +131,15 @@ def test_include_ops_all_draws_every_op_as_recorded(ranks) -> None:
 
 
 @pytest.fixture(scope="module")
-def composer() -> Iterator[Any]:
-    from render.browser import launch, missing
+def composer(browser: Any) -> Iterator[Any]:
     from importlib import resources
 
-    reason = missing()
-    if reason is not None:
-        pytest.skip(reason)
-    script = (resources.files("torchgraphrec.render") / "templates" / "compose.js").read_text()
-    with launch() as browser:
-        page = browser.new_page()
-        page.set_content("<!DOCTYPE html><html><body></body></html>")
-        page.add_script_tag(content=script)
-        yield lambda description, states: page.evaluate(COMPOSE, [description, states])
-        page.close()
+    script = (resources.files("torchgraphrec.report") / "templates" / "compose.js").read_text()
+    page = browser.new_page()
+    page.set_content("<!DOCTYPE html><html><body></body></html>")
+    page.add_script_tag(content=script)
+    yield lambda description, states: page.evaluate(COMPOSE, [description, states])
+    page.close()
 
 
 COMPOSE = """([D, states]) => {
@@ -166,7 +161,7 @@ STATES = ({"depth": None}, {"depth": 1}, {"depth": 0}, {"depth": None, "include_
 
 @pytest.mark.needs("fully_shard")
 def test_the_reports_composer_draws_the_boxes_as_to_dot_does(ranks, composer) -> None:
-    from torchgraphrec.render.describe import describe
+    from torchgraphrec.report.describe import describe
 
     graph = _graph(ranks("fsdp_units")[1])
     options = [RenderOptions(**state) for state in STATES]
