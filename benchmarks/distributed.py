@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = ranks[0]["reduce"]
     added = [on - off for on, off in zip(counts[True], counts[False])]
     print(f"c10d collectives per step(): reduce_ranks=False {counts[False]}, "
-          f"reduce_ranks=True {counts[True]} (all_gather_object is two: sizes, then payload)")
+          f"reduce_ranks=True {counts[True]} (one all_gather of a float64 packet)")
     verdicts = {f"no more than one process's ratio + {TARGET}": max(gaps) <= TARGET,
                 f"within {TARGET} either way": max(abs(gap) for gap in gaps) <= TARGET,
                 "one collective added per step()": added == [1, 1, 1]}

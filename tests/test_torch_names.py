@@ -387,3 +387,31 @@ def test_queue_backward_callback_runs_at_the_end_of_the_backward_in_order() -> N
     x.register_hook(hook)
     (x * 2).sum().backward()
     assert seen == ["first", "second", "later"]
+
+
+def test_fsdp_sharded_params_are_what_each_module_holds_once_resharded(tmp_path) -> None:
+    import torch.distributed as dist
+
+    assert _torch.fsdp_sharded_params(nn.Linear(2, 2)) == {}
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:
+        pytest.skip("this torch has no public FSDP2 (torch.distributed.fsdp.fully_shard)")
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+        fully_shard(model[0])
+        fully_shard(model)  # the root unit owns model[1]'s parameters
+        out = model(torch.ones(3, 4))
+        kept = _torch.fsdp_sharded_params(model)
+        gathered = [name for name, param in model.named_parameters()
+                    if not isinstance(param, _torch.dtensor_type())]
+        out.sum().backward()  # the root reshards: each module holds its sharded parameter
+        held = {(id(module), name): param for module in model.modules()
+                for name, param in module.named_parameters(recurse=False)}
+        assert gathered == ["1.weight", "1.bias"]
+        assert kept.keys() == held.keys()
+        assert all(kept[key] is param for key, param in held.items())
+    finally:
+        dist.destroy_process_group()

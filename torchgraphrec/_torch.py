@@ -26,7 +26,7 @@ __all__ = [
     "has_composite_implicit_kernel", "nested_sizes",
     "pop_dispatch_mode", "pop_function_mode", "pop_saved_tensor_hooks", "push_dispatch_mode",
     "dtensor_type", "is_functional_collective", "resolve_process_group",
-    "dtensor_local", "queue_backward_callback",
+    "dtensor_local", "fsdp_sharded_params", "queue_backward_callback",
     "push_function_mode", "push_saved_tensor_hooks", "saved_tensor_hooks_enabled",
     "top_saved_tensor_hooks",
     "torch_function_all_disabled",
@@ -340,6 +340,35 @@ def dtensor_local(tensor: Any) -> Any:
     if found is not None and isinstance(tensor, found):
         return tensor._local_tensor
     return tensor
+
+
+def fsdp_sharded_params(model: Any) -> dict[tuple[int, str], Any]:
+    """FSDP2's sharded parameter (a ``DTensor``) of each parameter it manages in ``model``,
+    by ``(id(module), name)`` of where the module holds it, whatever the parameters are now:
+    FSDP2's param groups keep the sharded ones while the unsharded are in place (the root
+    unit's after its forward). ``{}`` where ``model`` has no FSDP2 unit or this torch's
+    FSDP2 keeps them elsewhere.
+
+    >>> fsdp_sharded_params(torch.nn.Linear(2, 2))
+    {}
+    """
+    found: dict[tuple[int, str], Any] = {}
+    for module in model.modules():
+        state_of = getattr(module, "_get_fsdp_state", None)
+        try:
+            state = state_of() if callable(state_of) else None
+            groups = getattr(state, "_fsdp_param_groups", None)
+            if groups is None:  # older releases: one group per unit
+                groups = [getattr(state, "_fsdp_param_group", None)]
+            for group in groups:
+                for param in getattr(group, "fsdp_params", ()):
+                    info = param._module_info
+                    for owner, name in zip([info.module, *info.shared_modules],
+                                           [info.param_name, *info.shared_param_names]):
+                        found[(id(owner), name)] = param.sharded_param
+        except (AttributeError, RuntimeError):  # another layout: nothing read as true
+            continue
+    return found
 
 
 def queue_backward_callback(callback: Callable[[], None]) -> None:

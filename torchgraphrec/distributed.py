@@ -105,18 +105,24 @@ def save_rank(graph: nx.DiGraph, folder: Any) -> Any:
 def annotate_shards(graph: nx.DiGraph, model: Any) -> None:
     """Give the param nodes of ``DTensor`` parameters (tensor parallel, FSDP2) ``local_shape``
     (this rank's), ``placements`` (``repr`` of each, e.g. ``"Shard(dim=0)"``) and ``bytes``
-    of this rank's shard; their ``shape`` stays the global one."""
-    from torchgraphrec._torch import dtensor_type
+    of this rank's shard; their ``shape`` stays the global one.
+
+    A parameter FSDP2 holds unsharded right now (the root unit's, kept gathered after its
+    forward) is described by the sharded parameter FSDP2 keeps for it."""
+    from torchgraphrec._torch import dtensor_type, fsdp_sharded_params
 
     found = dtensor_type()
     if found is None:
         return
-    nodes = graph.nodes
-    for name, tensor in model.named_parameters():
-        attrs = nodes.get(f"param:{name}")
-        if attrs is None or not isinstance(tensor, found):
-            continue
-        local = tensor.detach().to_local()
-        attrs["local_shape"] = tuple(int(d) for d in local.shape)
-        attrs["placements"] = tuple(repr(p) for p in tensor.placements)
-        attrs["bytes"] = local.numel() * local.element_size()
+    nodes, kept = graph.nodes, fsdp_sharded_params(model)
+    for qualname, module in model.named_modules():
+        for name, tensor in module.named_parameters(recurse=False):
+            attrs = nodes.get(f"param:{qualname}.{name}" if qualname else f"param:{name}")
+            if not isinstance(tensor, found):
+                tensor = kept.get((id(module), name))
+            if attrs is None or not isinstance(tensor, found):
+                continue
+            local = tensor.detach().to_local()
+            attrs["local_shape"] = tuple(int(d) for d in local.shape)
+            attrs["placements"] = tuple(repr(p) for p in tensor.placements)
+            attrs["bytes"] = local.numel() * local.element_size()

@@ -25,6 +25,7 @@ from torchgraphrec.capture.opcosts import OpCosts
 from torchgraphrec.capture.ops import OpMode
 from torchgraphrec.capture.saved import SavedBytes
 from torchgraphrec.capture.session import autograd_ops
+from torchgraphrec.capture.shardlinks import ShardLinks, has_dtensors, move_pending
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.gcpause import gc_paused
@@ -78,6 +79,8 @@ class Capture:
         self.costs: OpCosts | None = None
         if self.ops == "torch":
             self._make_op_modes(flops)
+            self.state.links = ShardLinks(self.state, has_dtensors(model.parameters()),
+                                          self._costs_follow)
         self.tracker.keep_grad_fns = backward and self.ops == "torch"
         self.first_only = first_only
         self.growth = Growth(self.table, self._registered, self.tracker.adopt)
@@ -100,6 +103,14 @@ class Capture:
         self.costs = OpCosts(counts, saved_bytes, self.table.modules)
         self.namer.op_costs = self.costs.of_op
         self.tracker.on_input = self.costs.exclude
+
+    def _costs_follow(self, index: int) -> None:
+        """The costs counted under op ``index`` follow the op being recorded to the next
+        index (an op was put in before it: see :class:`ShardLinks`)."""
+        costs = self.costs
+        if costs is not None:
+            tables = [costs.saved_bytes.by_op] + ([costs.flops.by_op] if costs.flops else [])
+            move_pending(tables, index)
 
     @property
     def failure(self) -> BaseException | None:
@@ -161,6 +172,8 @@ class Capture:
                 self.mode.pop()
             if self.costs is not None:
                 self.costs.end_forward()
+            if self.state.links is not None:
+                self.state.links.settle()
             if self.tracker.failure is None:
                 self.namer.name_pending()
                 self._follow_autograd()

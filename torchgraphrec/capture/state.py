@@ -64,7 +64,7 @@ class CaptureState:
     """
 
     __slots__ = ("table", "events", "values", "stack", "autograd", "nested", "chains", "clock",
-                 "sharded")
+                 "sharded", "links")
 
     def __init__(self, table: ModuleTable, events: Events, autograd: bool = False) -> None:
         self.table = table
@@ -75,6 +75,8 @@ class CaptureState:
         self.nested: set[int] = set()  # indices of tensor records of nested tensors
         #: tensor record index -> (local shape, placements) of those that are DTensors
         self.sharded: dict[int, tuple] = {}
+        #: joins DTensors and their local tensors by ops (a ShardLinks; with the op mode only)
+        self.links: Any = None
         self.chains = ChainGuard(events)
         self.clock = Clock()
 
@@ -122,6 +124,10 @@ class CaptureState:
         earlier = self.values.from_earlier(tensor)
         if earlier is not None:
             return ~earlier
+        if self.links is not None:
+            linked = self.links.link(tensor, version, call, t)
+            if linked is not None:
+                return linked
         number = self.values.new_number()
         index = self.tensor_node(tensor, version, number, call, t, role)
         self.values.set(tensor, version, ~index, number)
@@ -138,11 +144,11 @@ class CaptureState:
         current = self.values.current
         entry = current.get(id(tensor))
         if entry is None or entry[ENTRY_TENSOR]() is not tensor:
-            return self.unknown(tensor, version, call, t, role)
+            return self._unknown_at_boundary(tensor, version, call, t, role)
         if entry[ENTRY_VERSION] != version:
             entry = self.values.written(tensor, version, entry)
             if entry is None:
-                return self.unknown(tensor, version, call, t, role)
+                return self._unknown_at_boundary(tensor, version, call, t, role)
         op = entry[ENTRY_REF]
         if type(op) is not int or op < 0:
             return op
@@ -168,6 +174,15 @@ class CaptureState:
         events.boundary_edges.append((op, ~index, seq + 1, t))
         current[id(tensor)] = (entry[ENTRY_TENSOR], version, ~index, number)
         return ~index
+
+    def _unknown_at_boundary(self, tensor: torch.Tensor, version: int, call: int, t: int,
+                             role: str | None) -> Ref:
+        """:meth:`unknown` for a boundary, where an op it put in (a DTensor's ``to_local``)
+        makes a tensor node as any op's result does."""
+        ref = self.unknown(tensor, version, call, t, role)
+        if type(ref) is int and ref >= 0:
+            return self.boundary(tensor, t, call, role)
+        return ref
 
     def _note_shard(self, index: int, tensor: torch.Tensor) -> None:
         """Note the local shape and placements of the tensor record ``index`` where its

@@ -66,8 +66,11 @@ class CountingOpMode(OpMode):
             return _record_op(self, func, types, args, kwargs)
         if way is DISPATCH:
             return aside.run_under(_record_op, self, func, types, args, kwargs)
-        index = len(self._ops)
+        before = len(self._ops)
         out = _record_op(self, func, types, args, kwargs)
+        # the op is the last one recorded: an op put in before it (a DTensor's to_local, by
+        # ShardLinks) takes the index it had when it started
+        index = len(self._ops) - 1 if len(self._ops) > before else before
         try:
             count = way(*local_shards(args, kwargs or {}, out))
         except Exception as exc:  # a recorder bug must never break the user's forward
