@@ -75,7 +75,8 @@ class Recorder:
             ``torchgraphrec ranks DIR`` (see :func:`~torchgraphrec.compare_ranks`).
         reduce_ranks: under torch.distributed, each :meth:`step` (which every rank must
             call) also reduces the probes' ``mean``, ``rms``, ``l2``, ``min`` and ``max``
-            over the ranks, as if their tensors were one, with one ``all_gather_object``:
+            over the ranks, as if their tensors were one, with one ``all_gather`` of a float64
+            tensor:
             rows named ``l2@ranks`` and so on in :meth:`frame`, the same on every rank.
 
     >>> import torch
