@@ -76,8 +76,8 @@ class Recorder:
         reduce_ranks: under torch.distributed, each :meth:`step` (which every rank must
             call) also reduces the probes' ``mean``, ``rms``, ``l2``, ``min`` and ``max``
             over the ranks, as if their tensors were one, with one ``all_gather`` of a float64
-            tensor:
-            rows named ``l2@ranks`` and so on in :meth:`frame`, the same on every rank.
+            tensor: rows named ``l2@ranks`` and so on in :meth:`frame`, the same on every
+            rank.
 
     >>> import torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())
