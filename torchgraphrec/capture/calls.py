@@ -63,6 +63,7 @@ class CallTracker:
         self.on_input: Optional[Callable[[torch.Tensor], None]] = None  # each model input
         self.keep_grad_fns = False  # keep the model outputs' grad_fn (for the backward clock)
         self.output_grad_fns: list[Any] = []
+        self.closed = -1  # the call whose post-hook ran last
         self._handles: list[Any] = []
         self._thread = -1
         self._quiet = DisableTorchFunction()
@@ -206,6 +207,7 @@ class CallTracker:
                 raise RuntimeError("module calls did not nest: a forward hook was skipped")
             t = entered - clock.spent - (clock.costs.call >> 2)
             index = stack.pop()
+            self.closed = index
             call = calls[index]
             call.t_end = t
             # torch calls an always_call hook as (module, args, None), without the kwargs

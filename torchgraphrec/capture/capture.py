@@ -13,6 +13,7 @@ from torchgraphrec._torch import autograd_sequence_number
 from torchgraphrec.capture.autograd import MAX_CHAIN, is_function_node, walk
 from torchgraphrec.capture.backward import BackwardClock, owners
 from torchgraphrec.capture.build import build_graph
+from torchgraphrec.capture.bwdcoll import BackwardCollectives
 from torchgraphrec.capture.calibrate import dispatch_costs
 from torchgraphrec.capture.calls import CallTracker
 from torchgraphrec.capture.events import OP_NUMBER, Events
@@ -63,7 +64,8 @@ class Capture:
     """
 
     def __init__(self, model: nn.Module, *, ops: str = "torch", backward: bool = False,
-                 first_only: bool = False, flops: bool = False) -> None:
+                 first_only: bool = False, flops: bool = False,
+                 collectives: bool = False) -> None:
         self.ops = check_ops(ops)
         self.table = ModuleTable(model)
         self.events = Events()
@@ -74,6 +76,9 @@ class Capture:
                                    "constant" if self.ops == "torch" else None)
         self.tracker.call_edges = self.ops == "none"
         self.clock = BackwardClock(self.state.clock) if backward else None
+        # the backward's collectives: only where ops are recorded (they become op nodes)
+        self.watch = BackwardCollectives(self) if collectives and backward and \
+            self.ops == "torch" else None
         self.mode: OpMode | None = None
         self.costs: OpCosts | None = None
         if self.ops == "torch":
@@ -84,6 +89,7 @@ class Capture:
         self._gc: gc_paused | None = None
         self._first_op = 0
         self._number = 0
+        self.forward_number = 0  # autograd's sequence number when this forward began
         self.forwards = 0  # forwards finished (recorded or failed)
 
     def _make_op_modes(self, flops: bool) -> None:
@@ -110,6 +116,8 @@ class Capture:
         """Attach the hooks (and start counting FLOPs, forward and backward)."""
         self.events.t0 = self.state.clock.now()
         self.tracker.attach()
+        if self.watch is not None:
+            self.watch.attach()
         self.growth.attach()
         if self.costs is not None:
             self.costs.start()
@@ -117,6 +125,8 @@ class Capture:
     def stop(self) -> None:
         """Detach everything; name what an interrupted forward left (its calls stay open)."""
         self.tracker.detach()
+        if self.watch is not None:
+            self.watch.detach()
         self.growth.detach()
         if self.tracker.in_forward:  # no hook ran at the end (a KeyboardInterrupt, say)
             self.state.stack.clear()
@@ -141,7 +151,7 @@ class Capture:
             self._gc = gc_paused()
             self._gc.__enter__()
         self._first_op = len(self.events.ops)
-        self._number = _autograd_number()
+        self._number = self.forward_number = _autograd_number()
         self.state.chains.start(self._number)
         if self.costs is not None:
             self.costs.begin_forward()
