@@ -60,7 +60,8 @@ def _ddp(model: nn.Module) -> nn.Module:
     return nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1e-4)
 
 
-def _steps(wrap: Callable[[nn.Module], nn.Module], ctx: Rank, record: bool) -> dict:
+def _steps(wrap: Callable[[nn.Module], nn.Module], ctx: Rank, record: bool,
+           input_grad: bool) -> dict:
     """Two SGD steps; per step, the flight recorder's entries logged during the backward;
     the backward collectives' op nodes, the gradients and the dispatch stack's depth."""
     model = wrap(_mlp())
@@ -72,7 +73,7 @@ def _steps(wrap: Callable[[nn.Module], nn.Module], ctx: Rank, record: bool) -> d
     try:
         for step in range(2):
             torch.manual_seed(100 + 10 * step + ctx.rank)
-            loss = model(torch.randn(4, 8)).pow(2).sum()
+            loss = model(torch.randn(4, 8, requires_grad=input_grad)).pow(2).sum()
             before = len(_flight_entries())
             loss.backward()
             depths.append(torch._C._len_torch_dispatch_stack())
@@ -92,8 +93,10 @@ def _steps(wrap: Callable[[nn.Module], nn.Module], ctx: Rank, record: bool) -> d
             "graph": None if rec is None else dict(rec.graph.graph)}
 
 
-def _compare(wrap: Callable[[nn.Module], nn.Module], ctx: Rank) -> dict:
-    plain, recorded = _steps(wrap, ctx, False), _steps(wrap, ctx, True)
+def _compare(wrap: Callable[[nn.Module], nn.Module], ctx: Rank, input_grad: bool = False
+             ) -> dict:
+    plain = _steps(wrap, ctx, False, input_grad)
+    recorded = _steps(wrap, ctx, True, input_grad)
     recorded["same_grads"] = all(
         torch.equal(_local(a), _local(b)) for step_a, step_b in
         zip(plain["grads"], recorded["grads"]) for a, b in zip(step_a, step_b))
@@ -157,3 +160,28 @@ def test_fsdp2_regathers_and_reduce_scatters_are_backward_op_nodes(ranks) -> Non
         gathers = {node["parent"] for node in nodes if node["collective"] == "all_gather"}
         assert gathers and gathers <= units
         assert {node["parent"] for node in nodes} <= units | {"layer:#0", "layer:#1"}
+
+
+def _tensor_parallel(model: nn.Module) -> nn.Module:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, \
+        parallelize_module
+
+    mesh = init_device_mesh("cpu", (2,))
+    return parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+
+
+@on_ranks
+def tensor_parallel(ctx: Rank) -> dict:
+    from conftest import NEEDS
+
+    # the input's gradient is what tensor parallel all-reduces in the backward
+    return _compare(_tensor_parallel, ctx, input_grad=True) if NEEDS["dtensor"][0] else {}
+
+
+@pytest.mark.needs("flight_recorder")
+@pytest.mark.needs("dtensor")
+def test_tensor_parallel_backward_all_reduce_of_the_replicated_input_grad(ranks) -> None:
+    for rank, found in enumerate(ranks("tensor_parallel")):
+        nodes = _check(found, rank)
+        assert {node["collective"] for node in nodes} == {"all_reduce"}

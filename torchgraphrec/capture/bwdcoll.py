@@ -114,7 +114,10 @@ class _Listener(TorchDispatchMode):
             return func(*args, **kwargs)
         start = self.owner.clock.now()
         result = func(*args, **kwargs)
-        self.owner.note(entry, args, start)
+        try:
+            self.owner.note(entry, args, start)
+        except Exception as exc:  # a recorder bug must never break the user's backward
+            self.owner.capture.tracker.fail(exc)
         return result
 
 
@@ -167,12 +170,15 @@ class BackwardCollectives:
             push_dispatch_mode(self._mode)
 
     def _arrived(self, call: int, grad: Any) -> None:
-        task = graph_task_id()
-        if task != self._task:
-            self._task = task
-            queue_backward_callback(self._push)
-        self.where = call
-        self._push()
+        try:
+            task = graph_task_id()
+            if task != self._task:
+                self._task = task
+                queue_backward_callback(self._push)
+            self.where = call
+            self._push()
+        except Exception as exc:  # a recorder bug must never break the user's backward
+            self.capture.tracker.fail(exc)
 
     def _on_output(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         tracker = self.capture.tracker
