@@ -20,7 +20,7 @@ import torch
 from torch.nn.modules.module import register_module_forward_hook
 
 from torchgraphrec._torch import ACCUMULATE_GRAD, DisableTorchFunction, TorchDispatchMode, \
-    aten_overloads, autograd_sequence_number, dispatch_mode_at, dispatch_mode_depth, \
+    aten_overloads, autograd_sequence_number, dispatch_mode_at, dtensor_type, dispatch_mode_depth, \
     graph_task_id, push_dispatch_mode, queue_backward_callback, unbox_process_group
 from torchgraphrec.capture.autograd import walk
 from torchgraphrec.capture.collectives import group_attrs, ranks_of
@@ -102,12 +102,13 @@ class _Listener(TorchDispatchMode):
     def __init__(self, owner: "BackwardCollectives") -> None:
         super().__init__()
         self.owner = owner
+        self.dtensor = dtensor_type() or ()  # isinstance-style: () matches nothing
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
-        if any(kind is not torch.Tensor for kind in types):
-            # let a subclass (DTensor) run first: its collectives then come back through
+        if any(issubclass(kind, self.dtensor) for kind in types):
+            # let DTensor run first: the collectives it desugars into come back through
             return NotImplemented
         entry = self.owner.ops.get(func)
         if entry is None:
