@@ -142,9 +142,16 @@ def test_ddp_bucket_all_reduces_are_backward_op_nodes_as_many_as_the_flight_reco
     for rank, found in enumerate(ranks("ddp")):
         nodes = _check(found, rank)
         assert {node["collective"] for node in nodes} == {"all_reduce"}
-        # each step all-reduces every gradient once, whatever the buckets
-        size = sum(p.numel() * p.element_size() for p in _mlp().parameters())
-        assert sum(node["comm_bytes"] for node in nodes) == 2 * size
+
+
+def test_ddp_all_reduces_every_gradient_once_a_step_in_the_backward(ranks) -> None:
+    size = sum(p.numel() * p.element_size() for p in _mlp().parameters())
+    for found in ranks("ddp"):
+        assert found["same_grads"] and found["depths"] == [0, 0]
+        assert {(node["phase"], node["collective"]) for node in found["nodes"]} == {
+            ("backward", "all_reduce")}
+        # whatever the buckets: two steps, each gradient once
+        assert sum(node["comm_bytes"] for node in found["nodes"]) == 2 * size
 
 
 @pytest.mark.needs("flight_recorder")

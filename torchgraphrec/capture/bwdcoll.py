@@ -11,15 +11,12 @@ op through untouched and notes only the collectives.
 from __future__ import annotations
 
 import functools
-import threading
 from typing import Any, Optional
 
 import networkx as nx
 import torch
 
-from torch.nn.modules.module import register_module_forward_hook
-
-from torchgraphrec._torch import ACCUMULATE_GRAD, DisableTorchFunction, TorchDispatchMode, \
+from torchgraphrec._torch import ACCUMULATE_GRAD, TorchDispatchMode, \
     aten_overloads, autograd_sequence_number, dispatch_mode_at, dtensor_type, dispatch_mode_depth, \
     graph_task_id, push_dispatch_mode, queue_backward_callback, unbox_process_group
 from torchgraphrec.capture.autograd import walk
@@ -125,8 +122,9 @@ class _Listener(TorchDispatchMode):
 class BackwardCollectives:
     """Hooks each recorded forward's backward so that its collectives are noted.
 
-    A global module post-hook registers a tensor hook on every recorded call's outputs
-    (before FSDP2's own, which all-gathers there) and, at the end of each forward, a
+    The call tracker's post-hook registers a tensor hook on every recorded call's outputs
+    (before FSDP2's own where torch's global hooks serve, which run first: FSDP2
+    all-gathers there) and, at the end of each forward, a
     pre-hook on every autograd node the forward made and on the accumulators of its
     parameters (where DDP's reducer all-reduces). Each pushes :class:`_Listener`; the first
     of a backward also queues a callback that pushes it for the final callbacks (FSDP2
@@ -144,16 +142,14 @@ class BackwardCollectives:
         self._task = -2
         self._handles: list[Any] = []
         self._accumulators: dict[int, Any] = {}  # id(variable) -> its hooked AccumulateGrad
-        self._thread = -1
-        self._quiet = DisableTorchFunction()
 
     def attach(self) -> None:
-        """Listen to the forwards (after the call tracker, whose call has ended then)."""
-        self._thread = threading.get_ident()
-        self._handles.append(register_module_forward_hook(self._on_output))
+        """Listen to the forwards: the call tracker hands over each call's output."""
+        self.capture.tracker.on_output = self._on_output
 
     def detach(self) -> None:
         """Remove every hook; safe to call twice."""
+        self.capture.tracker.on_output = None
         while self._handles:
             self._handles.pop().remove()
         self._accumulators.clear()
@@ -181,25 +177,13 @@ class BackwardCollectives:
         except Exception as exc:  # a recorder bug must never break the user's backward
             self.capture.tracker.fail(exc)
 
-    def _on_output(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        tracker = self.capture.tracker
-        if self._thread != threading.get_ident() or graph_task_id() >= 0 or \
-                tracker.failure is not None or tracker.done or \
-                self.capture.table.index_of.get(id(module)) is None:
-            return
-        index = tracker.closed
-        self._quiet.__enter__()
-        try:
-            tensors = [t for t in flatten_tensors(output) if t.requires_grad]
-            for tensor in tensors:
-                self._handles.append(tensor.register_hook(
-                    functools.partial(self._arrived, index)))
-            if self.capture.events.calls[index].parent == -1:
-                self._follow([t.grad_fn for t in tensors])
-        except Exception as exc:  # a recorder bug must never break the user's forward
-            tracker.fail(exc)
-        finally:
-            self._quiet.__exit__(None, None, None)
+    def _on_output(self, index: int, output: Any) -> None:
+        """From the call tracker's post-hook (torch functions off, failures noted there)."""
+        tensors = [t for t in flatten_tensors(output) if t.requires_grad]
+        for tensor in tensors:
+            self._handles.append(tensor.register_hook(functools.partial(self._arrived, index)))
+        if self.capture.events.calls[index].parent == -1:
+            self._follow([t.grad_fn for t in tensors])
 
     def _follow(self, roots: list[Any]) -> None:
         """Pre-hooks on the nodes this forward made and on its parameters' accumulators."""
