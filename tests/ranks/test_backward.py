@@ -89,8 +89,12 @@ def _steps(wrap: Callable[[nn.Module], nn.Module], ctx: Rank, record: bool,
                                          "group_name", "group_ranks", "parent", "label")}
         for _, attrs in sorted(rec.graph.nodes(data=True), key=lambda item: item[1]["seq"])
         if attrs.get("phase") == "backward"]
+    drawn = {} if rec is None else {
+        "valid": tgr.validate(rec.graph) is None,
+        "json": tgr.to_json(tgr.from_json(tgr.to_json(rec.graph))) == tgr.to_json(rec.graph),
+        "dot": rec.recording.to_dot(), "dot_all": rec.recording.to_dot(include_ops="all")}
     return {"logged": logged, "grads": grads, "nodes": nodes, "depths": depths,
-            "graph": None if rec is None else dict(rec.graph.graph)}
+            "graph": None if rec is None else dict(rec.graph.graph), "drawn": drawn}
 
 
 def _compare(wrap: Callable[[nn.Module], nn.Module], ctx: Rank, input_grad: bool = False

@@ -19,8 +19,9 @@ import torch
 from torchgraphrec._torch import ACCUMULATE_GRAD, TorchDispatchMode, \
     aten_overloads, autograd_sequence_number, dispatch_mode_at, dtensor_type, dispatch_mode_depth, \
     graph_task_id, push_dispatch_mode, queue_backward_callback, unbox_process_group
-from torchgraphrec.capture.autograd import walk
-from torchgraphrec.capture.collectives import group_attrs, ranks_of
+from torchgraphrec.capture.autograd import is_function_node, walk
+from torchgraphrec.capture.collectives import C10D, FUNCTIONAL, group_attrs, ranks_of
+from torchgraphrec.capture.events import OP_NAME
 from torchgraphrec.capture.structures import flatten_tensors
 
 __all__ = ["BackwardCollectives", "DISPATCHED"]
@@ -124,9 +125,8 @@ class BackwardCollectives:
 
     The call tracker's post-hook registers a tensor hook on every recorded call's outputs
     (before FSDP2's own where torch's global hooks serve, which run first: FSDP2
-    all-gathers there) and, at the end of each forward, a
-    pre-hook on every autograd node the forward made and on the accumulators of its
-    parameters (where DDP's reducer all-reduces). Each pushes :class:`_Listener`; the first
+    all-gathers there) and, at the end of each forward, pre-hooks on autograd nodes
+    (:meth:`_follow`). Each pushes :class:`_Listener`; the first
     of a backward also queues a callback that pushes it for the final callbacks (FSDP2
     reduce-scatters there). Every handle is removed by :meth:`detach`.
     """
@@ -186,14 +186,21 @@ class BackwardCollectives:
             self._follow([t.grad_fn for t in tensors])
 
     def _follow(self, roots: list[Any]) -> None:
-        """Pre-hooks on the nodes this forward made and on its parameters' accumulators."""
+        """Pre-hooks on its parameters' accumulators (DDP all-reduces from their post-hooks),
+        on custom Functions' nodes (FSDP2 reduce-scatters in one) and, where the forward
+        ran collectives or DTensors, whose backward ops may communicate, on every node."""
         if self.capture.state.chains.too_deep:
             self.blind = ("not seen: a forward chained too many autograd nodes to hook "
                           "them (pytorch/pytorch#109948)")
             return
         found = walk(roots, self.capture.forward_number, autograd_sequence_number())
+        first = self.capture.first_op
+        everywhere = bool(self.capture.state.sharded) or any(
+            op[OP_NAME] in C10D or op[OP_NAME] in FUNCTIONAL
+            for op in self.capture.events.ops[first:])
         for _, node, next_functions in found:
-            self._handles.append(node.register_prehook(self._push))
+            if everywhere or is_function_node(node):
+                self._handles.append(node.register_prehook(self._push))
             for source, _ in next_functions:
                 if source is not None and type(source) is ACCUMULATE_GRAD:
                     self._accumulator(source)
@@ -214,7 +221,8 @@ class BackwardCollectives:
             parent = calls[call].node_id if 0 <= call < len(calls) else None
             depth = calls[call].depth + 1 if parent is not None else 0
             node_id = f"op:{collective}#backward{number}"
-            graph.add_node(node_id, kind="op", label=collective, parent=parent, depth=depth,
+            graph.add_node(node_id, kind="op", label=f"{collective} (backward)", parent=parent,
+                           depth=depth,
                            seq=first + number, name=collective, grad_fn=None,
                            args=name.replace("::", "."), t_start_ns=start - t0,
                            t_end_ns=end - t0, collective=collective, comm_bytes=size,

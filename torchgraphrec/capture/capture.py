@@ -87,7 +87,7 @@ class Capture:
         self.first_only = first_only
         self.growth = Growth(self.table, self._registered, self.tracker.adopt)
         self._gc: gc_paused | None = None
-        self._first_op = 0
+        self.first_op = 0  # the index of the current forward's first op
         self._number = 0
         self.forward_number = 0  # autograd's sequence number when this forward began
         self.forwards = 0  # forwards finished (recorded or failed)
@@ -150,7 +150,7 @@ class Capture:
         if self._gc is None:
             self._gc = gc_paused()
             self._gc.__enter__()
-        self._first_op = len(self.events.ops)
+        self.first_op = len(self.events.ops)
         self._number = self.forward_number = _autograd_number()
         self.state.chains.start(self._number)
         if self.costs is not None:
@@ -205,12 +205,12 @@ class Capture:
 
     def _op_nodes(self) -> list[tuple[Any, str]]:
         """``(autograd node, op id)`` for the nodes the forward's ops made."""
-        ops = self.events.ops[self._first_op:]
+        ops = self.events.ops[self.first_op:]
         roots, self.tracker.output_grad_fns = self.tracker.output_grad_fns, []
         if not ops or self.state.chains.too_deep:
             return []
         found = walk(roots, self._number, _autograd_number())
-        pairs = owners([op[OP_NUMBER] for op in ops], found, self._first_op, is_function_node)
+        pairs = owners([op[OP_NUMBER] for op in ops], found, self.first_op, is_function_node)
         return [(node, self.namer.op_ids[index]) for node, index in pairs]
 
     def _annotate_shards(self, graph: nx.DiGraph) -> None:
