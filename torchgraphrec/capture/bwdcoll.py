@@ -135,7 +135,8 @@ class BackwardCollectives:
         self.capture = capture
         self.clock = capture.state.clock
         self.ops = _overloads()
-        self.records: list[tuple] = []  # (name, collective, group, bytes, start, end, call)
+        # (name, collective, group, bytes, start, end, call, seq)
+        self.records: list[tuple] = []
         self.blind: Optional[str] = None  # why some backward was not watched
         self.where = -1  # the call whose output gradient arrived last
         self._mode = _Listener(self)
@@ -159,7 +160,7 @@ class BackwardCollectives:
         name, collective, position = entry
         size = _bytes(args[position]) if position is not None and position < len(args) else 0
         self.records.append((name, collective, _group(name, args), size, start,
-                             self.clock.now(), self.where))
+                             self.clock.now(), self.where, self.capture.events.next_seq()))
 
     def _push(self, *_: Any) -> None:
         depth = dispatch_mode_depth()
@@ -215,15 +216,13 @@ class BackwardCollectives:
     def add_nodes(self, graph: nx.DiGraph, t0: int) -> list[tuple[int, str]]:
         """Add an op node per collective noted; ``(start time, node id)`` of each."""
         calls, placed = self.capture.events.calls, []
-        first = 1 + max((seq for _, seq in graph.nodes(data="seq")), default=-1)
-        for number, (name, collective, group, size, start, end, call) in \
+        for number, (name, collective, group, size, start, end, call, seq) in \
                 enumerate(self.records):
             parent = calls[call].node_id if 0 <= call < len(calls) else None
             depth = calls[call].depth + 1 if parent is not None else 0
             node_id = f"op:{collective}#backward{number}"
             graph.add_node(node_id, kind="op", label=f"{collective} (backward)", parent=parent,
-                           depth=depth,
-                           seq=first + number, name=collective, grad_fn=None,
+                           depth=depth, seq=seq, name=collective, grad_fn=None,
                            args=name.replace("::", "."), t_start_ns=start - t0,
                            t_end_ns=end - t0, collective=collective, comm_bytes=size,
                            phase="backward", **group)
