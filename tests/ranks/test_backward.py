@@ -196,3 +196,36 @@ def test_tensor_parallel_backward_all_reduce_of_the_replicated_input_grad(ranks)
     for rank, found in enumerate(ranks("tensor_parallel")):
         nodes = _check(found, rank)
         assert {node["collective"] for node in nodes} == {"all_reduce"}
+
+
+@on_ranks
+def comm_debug_mode(ctx: Rank) -> dict:
+    from contextlib import nullcontext
+
+    from conftest import NEEDS
+
+    if not (NEEDS["dtensor"][0] and NEEDS["comm_debug_mode"][0]):
+        return {}
+    from torch.distributed.tensor.debug import CommDebugMode
+
+    counts, backward = [], []
+    for record in (False, True):
+        model = _tensor_parallel(_mlp())
+        x = torch.ones(4, 8, requires_grad=True)
+        with CommDebugMode() as comm:
+            with tgr.Recorder(model) if record else nullcontext() as rec:
+                model(x).sum().backward()
+        counts.append(comm.get_total_counts())
+        if rec is not None:
+            backward = [attrs["collective"] for _, attrs in rec.graph.nodes(data=True)
+                        if attrs.get("phase") == "backward"]
+    return {"counts": counts, "backward": backward}
+
+
+@pytest.mark.needs("dtensor")
+@pytest.mark.needs("comm_debug_mode")
+def test_a_users_comm_debug_mode_counts_what_it_counts_without_the_recorder(ranks) -> None:
+    for found in ranks("comm_debug_mode"):
+        plain, recorded = found["counts"]
+        assert plain > 0 and recorded == plain
+        assert found["backward"] == ["all_reduce"]
