@@ -91,10 +91,9 @@ def test_ddp_all_reduces_are_backward_op_nodes_and_gradients_stay_the_same(one_r
     # whatever DDP's buckets: each step all-reduces every gradient once
     size = sum(p.numel() * p.element_size() for p in _model().parameters())
     assert sum(attrs["comm_bytes"] for attrs in backward) == 2 * size
+    # DDP's work, drawn in the DDP call whose backward ran it
     assert {(a["collective"], a["label"], a["group_ranks"], a["parent"]) for a in backward
-            } <= {("all_reduce", "all_reduce (backward)", (0,), f"layer:{name}#{k}")
-                  for name in ("", "module", "module.0", "module.1", "module.1.fc")
-                  for k in (0, 1)}
+            } == {("all_reduce", "all_reduce (backward)", (0,), f"layer:#{k}") for k in (0, 1)}
     assert "backward_collectives" not in rec.graph.graph
     assert tgr.validate(rec.graph) is None
 

@@ -146,6 +146,8 @@ def test_ddp_bucket_all_reduces_are_backward_op_nodes_as_many_as_the_flight_reco
     for rank, found in enumerate(ranks("ddp")):
         nodes = _check(found, rank)
         assert {node["collective"] for node in nodes} == {"all_reduce"}
+        # DDP's reducer runs them: drawn in the DDP call whose backward it was
+        assert {node["parent"] for node in nodes} == {"layer:#0", "layer:#1"}
 
 
 def test_ddp_all_reduces_every_gradient_once_a_step_in_the_backward(ranks) -> None:

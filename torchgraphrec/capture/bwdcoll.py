@@ -138,7 +138,9 @@ class BackwardCollectives:
         # (name, collective, group, bytes, start, end, call, seq)
         self.records: list[tuple] = []
         self.blind: Optional[str] = None  # why some backward was not watched
-        self.where = -1  # the call whose output gradient arrived last
+        self.where = -1  # the call what runs now belongs to
+        self.arrived = -1  # the call whose output gradient arrived last
+        self.root = -1  # the top-level call of the backward running
         self._mode = _Listener(self)
         self._task = -2
         self._handles: list[Any] = []
@@ -167,13 +169,28 @@ class BackwardCollectives:
         if not depth or dispatch_mode_at(depth - 1) is not self._mode:
             push_dispatch_mode(self._mode)
 
+    def _in_call(self, *_: Any) -> None:
+        """A node's pre-hook: what it runs belongs to the call whose gradient came last."""
+        self.where = self.arrived
+        self._push()
+
+    def _in_root(self, *_: Any) -> None:
+        """A parameter's accumulator (DDP's reducer) or the final callbacks (FSDP2's root):
+        what they run belongs to the top-level call."""
+        self.where = self.root
+        self._push()
+
     def _arrived(self, call: int, grad: Any) -> None:
         try:
             task = graph_task_id()
             if task != self._task:
                 self._task = task
-                queue_backward_callback(self._push)
-            self.where = call
+                calls, root = self.capture.events.calls, call
+                while calls[root].parent >= 0:
+                    root = calls[root].parent
+                self.root = root
+                queue_backward_callback(self._in_root)
+            self.where = self.arrived = call
             self._push()
         except Exception as exc:  # a recorder bug must never break the user's backward
             self.capture.tracker.fail(exc)
@@ -201,7 +218,7 @@ class BackwardCollectives:
             for op in self.capture.events.ops[first:])
         for _, node, next_functions in found:
             if everywhere or is_function_node(node):
-                self._handles.append(node.register_prehook(self._push))
+                self._handles.append(node.register_prehook(self._in_call))
             for source, _ in next_functions:
                 if source is not None and type(source) is ACCUMULATE_GRAD:
                     self._accumulator(source)
@@ -211,7 +228,7 @@ class BackwardCollectives:
         if self._accumulators.get(key) is node:  # DDP keeps it: hooked once
             return
         self._accumulators[key] = node
-        self._handles.append(node.register_prehook(self._push))
+        self._handles.append(node.register_prehook(self._in_root))
 
     def add_nodes(self, graph: nx.DiGraph, t0: int) -> list[tuple[int, str]]:
         """Add an op node per collective noted; ``(start time, node id)`` of each."""
