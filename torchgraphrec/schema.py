@@ -104,7 +104,9 @@ Distributed
     bucket all-reduce, FSDP2's re-gathers and reduce-scatters, tensor parallel's) are op
     nodes with ``phase="backward"`` (label ``"<collective> (backward)"``, ``args`` the
     dispatcher's op, no edges: they move gradients, which are not nodes), parented by the
-    module call whose output gradient arrived last before each started; where the recorder
+    top-level call where a parameter's gradient accumulator or the final callbacks ran them
+    (DDP's reducer, FSDP2's root), else by the call whose output gradient arrived last
+    before each started; where the recorder
     cannot watch a backward (``ops`` other than ``"torch"``), the graph has
     ``backward_collectives``: ``"not seen: <why>"``. On a torch whose ``torch.distributed`` does not dispatch torch
     functions (torch 2.4) ``collectives``: ``"not seen: <why>"``. A collective's op node (``all_reduce``, ``broadcast``, the
