@@ -17,7 +17,7 @@ import networkx as nx
 import torch
 
 from torchgraphrec._torch import ACCUMULATE_GRAD, TorchDispatchMode, \
-    aten_overloads, autograd_sequence_number, dispatch_mode_at, dtensor_type, dispatch_mode_depth, \
+    autograd_sequence_number, dispatch_mode_at, dtensor_type, dispatch_mode_depth, \
     graph_task_id, push_dispatch_mode, queue_backward_callback, unbox_process_group
 from torchgraphrec.capture.autograd import is_function_node, walk
 from torchgraphrec.capture.collectives import C10D, FUNCTIONAL, group_attrs, ranks_of
@@ -62,12 +62,9 @@ def _overloads() -> dict[Any, tuple[str, str, Optional[int]]]:
     found = {}
     for name, (collective, position) in DISPATCHED.items():
         namespace, _, op = name.partition("::")
-        packet = getattr(getattr(torch.ops, namespace), op, None) if hasattr(
-            torch.ops, namespace) else None
-        if packet is None:
-            continue
-        for overload in aten_overloads([f"{op}.{o}" for o in packet.overloads()], namespace):
-            found[overload] = (name, collective, position)
+        packet = getattr(getattr(torch.ops, namespace), op, None)
+        for overload in packet.overloads() if packet is not None else ():
+            found[getattr(packet, overload)] = (name, collective, position)
     return found
 
 
@@ -161,6 +158,8 @@ class BackwardCollectives:
         """Note a collective that ran from ``start`` until now."""
         name, collective, position = entry
         size = _bytes(args[position]) if position is not None and position < len(args) else 0
+        if not size and collective in ("recv", "scatter"):  # off the source: what it receives
+            size = _bytes(args[0])
         self.records.append((name, collective, _group(name, args), size, start,
                              self.clock.now(), self.where, self.capture.events.next_seq()))
 

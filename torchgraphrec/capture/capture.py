@@ -88,7 +88,6 @@ class Capture:
         self.growth = Growth(self.table, self._registered, self.tracker.adopt)
         self._gc: gc_paused | None = None
         self.first_op = 0  # the index of the current forward's first op
-        self._number = 0
         self.forward_number = 0  # autograd's sequence number when this forward began
         self.forwards = 0  # forwards finished (recorded or failed)
 
@@ -151,8 +150,8 @@ class Capture:
             self._gc = gc_paused()
             self._gc.__enter__()
         self.first_op = len(self.events.ops)
-        self._number = self.forward_number = _autograd_number()
-        self.state.chains.start(self._number)
+        self.forward_number = _autograd_number()
+        self.state.chains.start(self.forward_number)
         if self.costs is not None:
             self.costs.begin_forward()
         if self.mode is not None:
@@ -209,7 +208,7 @@ class Capture:
         roots, self.tracker.output_grad_fns = self.tracker.output_grad_fns, []
         if not ops or self.state.chains.too_deep:
             return []
-        found = walk(roots, self._number, _autograd_number())
+        found = walk(roots, self.forward_number, _autograd_number())
         pairs = owners([op[OP_NUMBER] for op in ops], found, self.first_op, is_function_node)
         return [(node, self.namer.op_ids[index]) for node, index in pairs]
 
