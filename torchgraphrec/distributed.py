@@ -14,6 +14,7 @@ from torchgraphrec.compare.ranks import graph_of
 
 __all__ = ["rank_stamps", "backward_not_seen", "COLLECTIVES_NOT_SEEN", "gather", "save_rank", "annotate_shards"]
 
+
 def backward_not_seen(ops: str) -> str:
     """Why the recorder draws no backward collective (``g.graph["backward_collectives"]``)
     where it cannot watch the backward.

@@ -249,13 +249,10 @@ class Recorder:
             graph.graph.update(self._stamps)
             if self._stamps:
                 annotate_shards(graph, self.model)
-            if capture.watch is not None:
-                if capture.watch.blind:
-                    graph.graph["backward_collectives"] = capture.watch.blind
-                placed = capture.watch.add_nodes(graph, capture.events.t0)
+            placed = capture.watch.add_nodes(graph, capture.events.t0) \
+                if capture.watch is not None else []
             if capture.mode is not None:
-                annotate_collectives(graph, capture.events.ops, capture.namer.op_ids,
-                                     placed if capture.watch is not None else ())
+                annotate_collectives(graph, capture.events.ops, capture.namer.op_ids, placed)
             annotate(graph, self.store)
         return Recording(graph)
 

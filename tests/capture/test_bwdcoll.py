@@ -11,6 +11,7 @@ from torch import nn
 
 import torchgraphrec as tgr
 from torchgraphrec import _torch
+from torchgraphrec.capture import autograd
 from torchgraphrec.capture.bwdcoll import DISPATCHED
 
 
@@ -129,3 +130,23 @@ def test_without_ops_the_graph_says_the_backward_collectives_were_not_seen(
     _, rec = _train(_model(), True, ops=ops)
     assert rec.graph.graph["backward_collectives"].startswith(f"not seen: ops={ops or 'none'!r}")
     assert not [a for a in _collectives(rec.graph) if a.get("phase") == "backward"]
+
+
+class Chain(nn.Module):
+    """Twenty multiplications one after another: one autograd chain."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(20):
+            x = x * 2
+        return x
+
+
+def test_past_the_chain_limit_the_graph_says_the_backward_was_not_watched(
+        one_rank, monkeypatch: pytest.MonkeyPatch) -> None:
+    _scoped()
+    monkeypatch.setattr(autograd, "MAX_CHAIN", 5)
+    model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(3, 3), Chain()))
+    with pytest.warns(UserWarning, match="no grad_fn names past that depth"):
+        graph = tgr.record(model, torch.randn(2, 3), backward=True).graph
+    assert graph.graph["backward_collectives"].startswith("not seen: a forward chained")
+    assert not [a for a in _collectives(graph) if a.get("phase") == "backward"]

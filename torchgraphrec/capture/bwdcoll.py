@@ -23,6 +23,7 @@ from torchgraphrec.capture.autograd import is_function_node, walk
 from torchgraphrec.capture.collectives import C10D, FUNCTIONAL, group_attrs, ranks_of
 from torchgraphrec.capture.events import OP_NAME
 from torchgraphrec.capture.structures import flatten_tensors
+from torchgraphrec.errors import CaptureError
 
 __all__ = ["BackwardCollectives", "DISPATCHED"]
 
@@ -206,11 +207,14 @@ class BackwardCollectives:
         """Pre-hooks on its parameters' accumulators (DDP all-reduces from their post-hooks),
         on custom Functions' nodes (FSDP2 reduce-scatters in one) and, where the forward
         ran collectives or DTensors, whose backward ops may communicate, on every node."""
-        if self.capture.state.chains.too_deep:
-            self.blind = ("not seen: a forward chained too many autograd nodes to hook "
-                          "them (pytorch/pytorch#109948)")
+        try:
+            if self.capture.state.chains.too_deep:
+                raise CaptureError("too deep")
+            found = walk(roots, self.capture.forward_number, autograd_sequence_number())
+        except CaptureError:  # touching such a chain's nodes would crash PyTorch later
+            self.blind = ("not seen: a forward chained more autograd nodes one after another "
+                          "than can be hooked (pytorch/pytorch#109948)")
             return
-        found = walk(roots, self.capture.forward_number, autograd_sequence_number())
         first = self.capture.first_op
         everywhere = bool(self.capture.state.sharded) or any(
             op[OP_NAME] in C10D or op[OP_NAME] in FUNCTIONAL
@@ -230,7 +234,12 @@ class BackwardCollectives:
         self._handles.append(node.register_prehook(self._in_root))
 
     def add_nodes(self, graph: nx.DiGraph, t0: int) -> list[tuple[int, str]]:
-        """Add an op node per collective noted; ``(start time, node id)`` of each."""
+        """Add an op node per collective noted, ``(start time, node id)`` of each; none
+        where some backward could not be watched (the graph says why: a part of them would
+        read as all of them)."""
+        if self.blind:
+            graph.graph["backward_collectives"] = self.blind
+            return []
         calls, placed = self.capture.events.calls, []
         for number, (name, collective, group, size, start, end, call, seq) in \
                 enumerate(self.records):
