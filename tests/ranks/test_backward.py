@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 import torchgraphrec as tgr
+from torchgraphrec import _torch
 from ranks.harness import Rank, run_ranks, scenario
 
 SCENARIOS: dict[str, Any] = {}
@@ -76,7 +77,7 @@ def _steps(wrap: Callable[[nn.Module], nn.Module], ctx: Rank, record: bool,
             loss = model(torch.randn(4, 8, requires_grad=input_grad)).pow(2).sum()
             before = len(_flight_entries())
             loss.backward()
-            depths.append(torch._C._len_torch_dispatch_stack())
+            depths.append(_torch.dispatch_mode_depth())
             logged.append([entry["profiling_name"] for entry in _flight_entries()[before:]])
             grads.append([p.grad.detach().clone() for p in model.parameters()])
             optimizer.step()
@@ -92,7 +93,7 @@ def _steps(wrap: Callable[[nn.Module], nn.Module], ctx: Rank, record: bool,
     drawn = {} if rec is None else {
         "valid": tgr.validate(rec.graph) is None,
         "json": tgr.to_json(tgr.from_json(tgr.to_json(rec.graph))) == tgr.to_json(rec.graph),
-        "dot": rec.recording.to_dot(), "dot_all": rec.recording.to_dot(include_ops="all")}
+        "dot": rec.recording.to_dot()}
     return {"logged": logged, "grads": grads, "nodes": nodes, "depths": depths,
             "graph": None if rec is None else dict(rec.graph.graph), "drawn": drawn}
 
@@ -125,13 +126,14 @@ def fsdp2(ctx: Rank) -> dict:
     return _compare(_fsdp, ctx) if NEEDS["fully_shard"][0] else {}
 
 
-def _check(found: dict, rank: int) -> list[dict]:
+def _check(found: dict) -> list[dict]:
     logged = [name for step in found["logged"] for name in step]
     assert logged, "the flight recorder logged nothing: the comparison would prove nothing"
     assert found["logged"] == found["plain_logged"]  # the recorder added no collective
     assert len(found["nodes"]) == len(logged)
     assert found["same_grads"] and found["depths"] == [0, 0]
     assert "backward_collectives" not in found["graph"]
+    assert found["drawn"]["valid"] and found["drawn"]["json"]
     for node in found["nodes"]:
         assert node["group_ranks"] == (0, 1) and node["group_name"]
         assert node["comm_bytes"] > 0 and node["parent"] is not None
@@ -143,11 +145,12 @@ def _check(found: dict, rank: int) -> list[dict]:
 @pytest.mark.needs("flight_recorder")
 def test_ddp_bucket_all_reduces_are_backward_op_nodes_as_many_as_the_flight_recorder_logs(
         ranks) -> None:
-    for rank, found in enumerate(ranks("ddp")):
-        nodes = _check(found, rank)
+    for found in ranks("ddp"):
+        nodes = _check(found)
         assert {node["collective"] for node in nodes} == {"all_reduce"}
         # DDP's reducer runs them: drawn in the DDP call whose backward it was
         assert {node["parent"] for node in nodes} == {"layer:#0", "layer:#1"}
+        assert found["drawn"]["dot"].count('id="n-op:all_reduce#backward') == len(nodes)
 
 
 def test_ddp_all_reduces_every_gradient_once_a_step_in_the_backward(ranks) -> None:
@@ -163,8 +166,8 @@ def test_ddp_all_reduces_every_gradient_once_a_step_in_the_backward(ranks) -> No
 @pytest.mark.needs("flight_recorder")
 @pytest.mark.needs("fully_shard")
 def test_fsdp2_regathers_and_reduce_scatters_are_backward_op_nodes(ranks) -> None:
-    for rank, found in enumerate(ranks("fsdp2")):
-        nodes = _check(found, rank)
+    for found in ranks("fsdp2"):
+        nodes = _check(found)
         kinds = [node["collective"] for node in nodes]
         assert kinds.count("all_gather") == kinds.count("reduce_scatter") == 4  # 2 units x 2
         # a gather is drawn in the unit whose backward issued it (FSDP prefetches the next
@@ -195,8 +198,8 @@ def tensor_parallel(ctx: Rank) -> dict:
 @pytest.mark.needs("flight_recorder")
 @pytest.mark.needs("dtensor")
 def test_tensor_parallel_backward_all_reduce_of_the_replicated_input_grad(ranks) -> None:
-    for rank, found in enumerate(ranks("tensor_parallel")):
-        nodes = _check(found, rank)
+    for found in ranks("tensor_parallel"):
+        nodes = _check(found)
         assert {node["collective"] for node in nodes} == {"all_reduce"}
 
 
