@@ -386,11 +386,8 @@ def node_scoped_dispatch_modes() -> bool:
 
         def push(grad: Any) -> None:
             push_dispatch_mode(mode)
-            queue_backward_callback(lambda: (push_dispatch_mode(mode),
-                                             queue_backward_callback(look)))
-
-        def look() -> None:
-            inside.append(dispatch_mode_depth())
+            queue_backward_callback(lambda: (push_dispatch_mode(mode), queue_backward_callback(
+                lambda: inside.append(dispatch_mode_depth()))))
 
         product.grad_fn.register_prehook(push)
         try:
