@@ -432,3 +432,17 @@ def test_unbox_process_group_gives_the_group_a_dispatched_c10d_op_is_handed(tmp_
         assert groups == [dist.group.WORLD]
     finally:
         dist.destroy_process_group()
+
+
+def test_node_scoped_dispatch_modes_is_checked_unseen_by_a_users_modes() -> None:
+    seen: list[Any] = []
+
+    class Seeing(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    _torch.node_scoped_dispatch_modes.cache_clear()
+    with Seeing(), _Seeing() as dispatched:
+        _torch.node_scoped_dispatch_modes()
+    assert seen == [] and dispatched.seen == []

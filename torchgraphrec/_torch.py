@@ -379,7 +379,7 @@ def node_scoped_dispatch_modes() -> bool:
     (or those callbacks) run; checked once on a one-op backward, hidden from the modes."""
     inside: list[int] = []
     mode = _PassThrough()
-    with disable_dispatch_modes(), torch.enable_grad():
+    with disable_dispatch_modes(), DisableTorchFunction(), torch.enable_grad():
         base = dispatch_mode_depth()
         leaf = torch.ones(1, requires_grad=True)
         product = leaf * 2
