@@ -98,6 +98,9 @@ NEEDS = {
     "fully_shard": (_has("torch.distributed.fsdp", "fully_shard"),
                     "this torch has no public FSDP2 (torch.distributed.fsdp.fully_shard, "
                     "torch 2.6 and later)"),
+    "flight_recorder": (_has("torch._C._distributed_c10d", "_dump_fr_trace"),
+                        "this torch's gloo process groups keep no flight recorder "
+                        "(torch._C._distributed_c10d._dump_fr_trace)"),
     "comm_debug_mode": (_has("torch.distributed.tensor.debug", "CommDebugMode"),
                         "this torch has no public CommDebugMode "
                         "(torch.distributed.tensor.debug)"),

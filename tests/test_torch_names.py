@@ -6,6 +6,7 @@ One test per name, named after it: a torch release that moves one fails that tes
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -415,3 +416,61 @@ def test_fsdp_sharded_params_are_what_each_module_holds_once_resharded(tmp_path)
         assert all(kept[key] is param for key, param in held.items())
     finally:
         dist.destroy_process_group()
+
+
+def test_node_scoped_dispatch_modes_a_mode_pushed_in_a_backward_hook_lasts_that_node() -> None:
+    seen: list[str] = []
+
+    class Listening(_torch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    mode = Listening()
+    x = torch.ones(2, requires_grad=True)
+    hooked = x * 3
+    after = (hooked.exp() * 2).sum()  # nodes autograd runs before and after the hooked one
+    hooked.grad_fn.register_prehook(lambda grads: _torch.push_dispatch_mode(mode))
+    after.backward()
+    scoped = _torch.dispatch_mode_depth() == 0 and seen == ["aten.mul.Tensor"]
+    while _torch.dispatch_mode_depth():  # a torch where it leaks: clean up for the others
+        _torch.pop_dispatch_mode()
+    assert scoped is _torch.node_scoped_dispatch_modes()
+    assert torch.equal(x.grad, 3 * 2 * torch.exp(torch.full((2,), 3.0)))
+
+
+def test_unbox_process_group_gives_the_group_a_dispatched_c10d_op_is_handed(tmp_path) -> None:
+    import torch.distributed as dist
+
+    handed: list[Any] = []
+
+    class Listening(_torch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if func.namespace == "c10d":
+                handed.extend(args)
+            return func(*args, **(kwargs or {}))
+
+    assert _torch.unbox_process_group("0") is None
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        with Listening():
+            dist.all_reduce(torch.ones(2))
+        groups = [found for found in map(_torch.unbox_process_group, handed) if found]
+        assert groups == [dist.group.WORLD]
+    finally:
+        dist.destroy_process_group()
+
+
+def test_node_scoped_dispatch_modes_is_checked_unseen_by_a_users_modes() -> None:
+    seen: list[Any] = []
+
+    class Seeing(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    _torch.node_scoped_dispatch_modes.cache_clear()
+    with Seeing(), _Seeing() as dispatched:
+        _torch.node_scoped_dispatch_modes()
+    assert seen == [] and dispatched.seen == []

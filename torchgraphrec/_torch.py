@@ -27,6 +27,7 @@ __all__ = [
     "pop_dispatch_mode", "pop_function_mode", "pop_saved_tensor_hooks", "push_dispatch_mode",
     "dtensor_type", "is_functional_collective", "resolve_process_group",
     "dtensor_local", "fsdp_sharded_params", "queue_backward_callback",
+    "node_scoped_dispatch_modes", "unbox_process_group",
     "push_function_mode", "push_saved_tensor_hooks", "saved_tensor_hooks_enabled",
     "top_saved_tensor_hooks",
     "torch_function_all_disabled",
@@ -376,3 +377,53 @@ def queue_backward_callback(callback: Callable[[], None]) -> None:
     before it (DDP queues its gradient averaging there); a callback may queue another,
     which runs after those queued meanwhile. Only inside a backward pass."""
     torch.autograd.Variable._execution_engine.queue_callback(callback)
+
+
+def unbox_process_group(value: Any) -> Any:
+    """The ``ProcessGroup`` that a c10d op running through the dispatcher is handed (as a
+    ``torch.ScriptObject``), or ``None`` for any other value.
+
+    >>> unbox_process_group(3) is None
+    True
+    """
+    unbox = getattr(getattr(torch.distributed, "ProcessGroup", None), "unbox", None)
+    if unbox is None or not isinstance(value, torch.ScriptObject):
+        return None
+    try:
+        return unbox(value)
+    except (RuntimeError, TypeError):
+        return None
+
+
+class _PassThrough(TorchDispatchMode):
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: Optional[dict] = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+@functools.lru_cache(maxsize=None)
+def node_scoped_dispatch_modes() -> bool:
+    """Whether autograd restores the dispatch modes after each node it runs and after its
+    final callbacks, so that a mode pushed from a backward hook lasts only while that node
+    (or those callbacks) run; checked once on a one-op backward, hidden from the modes."""
+    inside: list[int] = []
+    mode = _PassThrough()
+    with disable_dispatch_modes(), DisableTorchFunction(), torch.enable_grad():
+        base = dispatch_mode_depth()
+        leaf = torch.ones(1, requires_grad=True)
+        product = leaf * 2
+
+        def push(grad: Any) -> None:
+            push_dispatch_mode(mode)
+            queue_backward_callback(lambda: (push_dispatch_mode(mode), queue_backward_callback(
+                lambda: inside.append(dispatch_mode_depth()))))
+
+        product.grad_fn.register_prehook(push)
+        try:
+            torch.autograd.backward(product)
+            scoped = dispatch_mode_depth() == base and inside == [base + 1]
+        except RuntimeError:
+            scoped = False
+        while dispatch_mode_depth() > base:  # a torch that leaves them: undone here
+            pop_dispatch_mode()
+    return scoped

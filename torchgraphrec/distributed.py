@@ -12,13 +12,22 @@ import networkx as nx
 
 from torchgraphrec.compare.ranks import graph_of
 
-__all__ = ["rank_stamps", "BACKWARD_NOT_SEEN", "COLLECTIVES_NOT_SEEN", "gather", "save_rank", "annotate_shards"]
+__all__ = ["rank_stamps", "backward_not_seen", "COLLECTIVES_NOT_SEEN", "gather", "save_rank", "annotate_shards"]
 
-#: Why the recorder draws no backward collective (``g.graph["backward_collectives"]``).
-BACKWARD_NOT_SEEN = (
-    "not seen: the backward's collectives (DDP's bucket all-reduce, FSDP2's re-gathers and "
-    "reduce-scatters) run from C++ autograd hooks, below the recorder's torch-function mode; "
-    "torch's flight recorder logs them (TORCH_FR_BUFFER_SIZE set before init_process_group)")
+
+def backward_not_seen(ops: str) -> str:
+    """Why the recorder draws no backward collective (``g.graph["backward_collectives"]``)
+    where it cannot watch the backward.
+
+    >>> backward_not_seen("none")[:9]
+    'not seen:'
+    """
+    why = (f"ops={ops!r} records no op nodes to draw them as" if ops != "torch" else
+           "this torch does not restore dispatch modes after each autograd node, so the "
+           "recorder cannot listen to them from backward hooks")
+    return (f"not seen: {why}; the backward's collectives (DDP's bucket all-reduce, FSDP2's "
+            "re-gathers and reduce-scatters) run from autograd hooks; torch's flight recorder "
+            "logs them (TORCH_FR_BUFFER_SIZE set before init_process_group)")
 
 
 #: Why the recorder draws none of torch.distributed's collectives

@@ -10,11 +10,11 @@ import networkx as nx
 import torch
 from torch import nn
 
-from torchgraphrec._torch import DisableTorchFunction
+from torchgraphrec._torch import DisableTorchFunction, node_scoped_dispatch_modes
 from torchgraphrec.capture.capture import Capture, check_ops
 from torchgraphrec.capture.collectives import annotate as annotate_collectives
 from torchgraphrec.costs import add_costs
-from torchgraphrec.distributed import BACKWARD_NOT_SEEN, annotate_shards, rank_stamps, \
+from torchgraphrec.distributed import annotate_shards, backward_not_seen, rank_stamps, \
     save_rank
 from torchgraphrec.errors import CaptureError
 from torchgraphrec.gcpause import gc_paused
@@ -122,16 +122,18 @@ class Recorder:
         if self._capture is not None:
             raise RuntimeError("this Recorder has recorded already (a Recorder records one "
                                "with-block); make a new Recorder to record again")
+        self._stamps = rank_stamps()
         capture = Capture(self.model, ops=self.ops, backward=self.backward,
-                          first_only=self.graph_mode == "first", flops=self.flops)
+                          first_only=self.graph_mode == "first", flops=self.flops,
+                          collectives=bool(self._stamps) and self.backward
+                          and node_scoped_dispatch_modes())
         # selectors are resolved (and may refuse) before anything is attached
         engine = ProbeEngine(capture.table, self.probes, self.store,
                                                  capture.state.clock) if self.probes else None
         self._capture, self._engine, self._open = capture, engine, True
-        self._stamps = rank_stamps()
         self.store.rank = self._stamps.get("rank")
-        if self._stamps and self.backward:
-            self._stamps["backward_collectives"] = BACKWARD_NOT_SEEN
+        if self._stamps and self.backward and capture.watch is None:
+            self._stamps["backward_collectives"] = backward_not_seen(self.ops)
         capture.start()
         if engine is not None:
             try:
@@ -248,8 +250,10 @@ class Recorder:
             graph.graph.update(self._stamps)
             if self._stamps:
                 annotate_shards(graph, self.model)
+            placed = capture.watch.add_nodes(graph, capture.events.t0) \
+                if capture.watch is not None else []
             if capture.mode is not None:
-                annotate_collectives(graph, capture.events.ops, capture.namer.op_ids)
+                annotate_collectives(graph, capture.events.ops, capture.namer.op_ids, placed)
             annotate(graph, self.store)
         return Recording(graph)
 

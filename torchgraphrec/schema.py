@@ -100,9 +100,15 @@ Values
 Distributed
     Under ``torch.distributed`` (a process group initialized when the recording began) the
     graph has ``rank``, ``world_size`` and ``dist_backend`` (absent otherwise; not
-    ``backend``, a keyword networkx keeps for itself), and with a backward recorded
-    ``backward_collectives``: ``"not seen: <why>"``, since the backward's collectives run
-    below the recorder; on a torch whose ``torch.distributed`` does not dispatch torch
+    ``backend``, a keyword networkx keeps for itself). The backward's collectives (DDP's
+    bucket all-reduce, FSDP2's re-gathers and reduce-scatters, tensor parallel's) are op
+    nodes with ``phase="backward"`` (label ``"<collective> (backward)"``, ``args`` the
+    dispatcher's op, no edges: they move gradients, which are not nodes), parented by the
+    top-level call where a parameter's gradient accumulator or the final callbacks ran them
+    (DDP's reducer, FSDP2's root), else by the call whose output gradient arrived last
+    before each started; where the recorder
+    cannot watch a backward (``ops`` other than ``"torch"``), the graph has
+    ``backward_collectives``: ``"not seen: <why>"``. On a torch whose ``torch.distributed`` does not dispatch torch
     functions (torch 2.4) ``collectives``: ``"not seen: <why>"``. A collective's op node (``all_reduce``, ``broadcast``, the
     functional collectives...) has ``collective`` (one of ``all_reduce``, ``all_gather``,
     ``reduce_scatter``, ``broadcast``, ``all_to_all``, ``reduce``, ``gather``, ``scatter``,

@@ -50,8 +50,9 @@ def stamps(ctx: Rank) -> dict:
     again = tgr.from_json(tgr.to_json(rec.graph))
     with tgr.Recorder(nn.Linear(2, 2), backward=False) as recorder:
         recorder.model(torch.ones(1, 2))
+    blind = tgr.record(nn.Linear(2, 2), torch.ones(1, 2), ops=None, backward=True)
     return {"graph": dict(rec.graph.graph), "again": dict(again.graph),
-            "recorder": dict(recorder.graph.graph)}
+            "recorder": dict(recorder.graph.graph), "blind": dict(blind.graph.graph)}
 
 
 def test_the_graph_says_its_rank_world_size_and_backend(ranks) -> None:
@@ -60,7 +61,10 @@ def test_the_graph_says_its_rank_world_size_and_backend(ranks) -> None:
         assert stamped == {"rank": rank, "world_size": 2, "dist_backend": "gloo"}
         assert found["again"] == found["graph"]  # through JSON
         assert found["recorder"]["rank"] == rank
-        assert found["graph"]["backward_collectives"].startswith("not seen: ")
+        # watched where ops are recorded; said not to be where they are not
+        assert ("backward_collectives" in found["graph"]) is not \
+            _torch.node_scoped_dispatch_modes()
+        assert found["blind"]["backward_collectives"].startswith("not seen: ops='none'")
         assert "backward_collectives" not in found["recorder"]  # no backward recorded
         # where no mode can see torch.distributed's collectives, the graph says so
         assert ("collectives" in found["graph"]) is not _torch.C10D_DISPATCHES_TORCH_FUNCTION

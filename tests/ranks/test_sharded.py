@@ -217,8 +217,8 @@ def fsdp2(ctx: Rank) -> dict:
             "params": _params(graph),
             "feeds": sorted(target for node, target, kind in graph.edges(data="kind")
                             if kind == "param"),
-            "collectives": [attrs.get("collective") for _, attrs in graph.nodes(data=True)
-                            if attrs.get("collective")],
+            "collectives": [(attrs["phase"], attrs["collective"])
+                            for _, attrs in graph.nodes(data=True) if attrs.get("collective")],
             "valid": tgr.validate(graph) is None,
             "flops": (graph.graph["flops"], graph.graph["backward_flops"])}
     found["expected_flops"] = _counted(_mlp(), torch.ones(4, 8))
@@ -297,7 +297,10 @@ def test_fsdp2_gives_one_param_node_per_parameter_with_its_shard(ranks) -> None:
                                  "placements": ("Shard(dim=0)",), "bytes": 4 * 4}}, attempt
             # each feeds its Linear; FSDP's all-gathers stay in the graph
             assert len(found[attempt]["feeds"]) == 4
-            assert found[attempt]["collectives"] == ["all_gather", "all_gather"]
+            # the backward re-gathers both units and reduce-scatters their gradients
+            assert sorted(found[attempt]["collectives"]) == [
+                ("backward", "all_gather")] * 2 + [("backward", "reduce_scatter")] * 2 + [
+                ("forward", "all_gather")] * 2
             assert found[attempt]["valid"]
 
 

@@ -63,6 +63,8 @@ class CallTracker:
         self.on_input: Optional[Callable[[torch.Tensor], None]] = None  # each model input
         self.keep_grad_fns = False  # keep the model outputs' grad_fn (for the backward clock)
         self.output_grad_fns: list[Any] = []
+        # each call's index and output as it ends (where the forward did not raise)
+        self.on_output: Optional[Callable[[int, Any], None]] = None
         self._handles: list[Any] = []
         self._thread = -1
         self._quiet = DisableTorchFunction()
@@ -224,6 +226,8 @@ class CallTracker:
                 self.breaks.append((call.seq_end, call.parent, t))
             if self.call_edges:
                 self._edges_out(index, call.outputs, t)
+            if self.on_output is not None and len(rest) > 1:
+                self.on_output(index, rest[1])
             if self.switch is not None:
                 self.switch.leave(index)
             if not stack:

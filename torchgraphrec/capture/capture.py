@@ -13,6 +13,7 @@ from torchgraphrec._torch import autograd_sequence_number
 from torchgraphrec.capture.autograd import MAX_CHAIN, is_function_node, walk
 from torchgraphrec.capture.backward import BackwardClock, owners
 from torchgraphrec.capture.build import build_graph
+from torchgraphrec.capture.bwdcoll import BackwardCollectives
 from torchgraphrec.capture.calibrate import dispatch_costs
 from torchgraphrec.capture.calls import CallTracker
 from torchgraphrec.capture.events import OP_NUMBER, Events
@@ -64,7 +65,8 @@ class Capture:
     """
 
     def __init__(self, model: nn.Module, *, ops: str = "torch", backward: bool = False,
-                 first_only: bool = False, flops: bool = False) -> None:
+                 first_only: bool = False, flops: bool = False,
+                 collectives: bool = False) -> None:
         self.ops = check_ops(ops)
         self.table = ModuleTable(model)
         self.events = Events()
@@ -75,6 +77,9 @@ class Capture:
                                    "constant" if self.ops == "torch" else None)
         self.tracker.call_edges = self.ops == "none"
         self.clock = BackwardClock(self.state.clock) if backward else None
+        # the backward's collectives: only where ops are recorded (they become op nodes)
+        self.watch = BackwardCollectives(self) if collectives and backward and \
+            self.ops == "torch" else None
         self.mode: OpMode | None = None
         self.costs: OpCosts | None = None
         if self.ops == "torch":
@@ -85,8 +90,8 @@ class Capture:
         self.first_only = first_only
         self.growth = Growth(self.table, self._registered, self.tracker.adopt)
         self._gc: gc_paused | None = None
-        self._first_op = 0
-        self._number = 0
+        self.first_op = 0  # the index of the current forward's first op
+        self.forward_number = 0  # autograd's sequence number when this forward began
         self.forwards = 0  # forwards finished (recorded or failed)
 
     def _make_op_modes(self, flops: bool) -> None:
@@ -121,6 +126,8 @@ class Capture:
         """Attach the hooks (and start counting FLOPs, forward and backward)."""
         self.events.t0 = self.state.clock.now()
         self.tracker.attach()
+        if self.watch is not None:
+            self.watch.attach()
         self.growth.attach()
         if self.costs is not None:
             self.costs.start()
@@ -128,6 +135,8 @@ class Capture:
     def stop(self) -> None:
         """Detach everything; name what an interrupted forward left (its calls stay open)."""
         self.tracker.detach()
+        if self.watch is not None:
+            self.watch.detach()
         self.growth.detach()
         if self.tracker.in_forward:  # no hook ran at the end (a KeyboardInterrupt, say)
             self.state.stack.clear()
@@ -151,9 +160,9 @@ class Capture:
         if self._gc is None:
             self._gc = gc_paused()
             self._gc.__enter__()
-        self._first_op = len(self.events.ops)
-        self._number = _autograd_number()
-        self.state.chains.start(self._number)
+        self.first_op = len(self.events.ops)
+        self.forward_number = _autograd_number()
+        self.state.chains.start(self.forward_number)
         if self.costs is not None:
             self.costs.begin_forward()
         if self.mode is not None:
@@ -208,12 +217,12 @@ class Capture:
 
     def _op_nodes(self) -> list[tuple[Any, str]]:
         """``(autograd node, op id)`` for the nodes the forward's ops made."""
-        ops = self.events.ops[self._first_op:]
+        ops = self.events.ops[self.first_op:]
         roots, self.tracker.output_grad_fns = self.tracker.output_grad_fns, []
         if not ops or self.state.chains.too_deep:
             return []
-        found = walk(roots, self._number, _autograd_number())
-        pairs = owners([op[OP_NUMBER] for op in ops], found, self._first_op, is_function_node)
+        found = walk(roots, self.forward_number, _autograd_number())
+        pairs = owners([op[OP_NUMBER] for op in ops], found, self.first_op, is_function_node)
         return [(node, self.namer.op_ids[index]) for node, index in pairs]
 
     def _annotate_shards(self, graph: nx.DiGraph) -> None:

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import inspect
 from math import prod
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import networkx as nx
 import torch
 
 from torchgraphrec._torch import is_functional_collective, resolve_process_group
+from torchgraphrec.capture.events import OP_T_START
 
-__all__ = ["C10D", "FUNCTIONAL", "collective_call", "annotate"]
+__all__ = ["C10D", "FUNCTIONAL", "collective_call", "annotate", "group_attrs", "ranks_of"]
 
 _C10D_MODULE = "torch.distributed.distributed_c10d"
 
@@ -74,7 +75,7 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _group(group: Any) -> dict[str, Any]:
+def group_attrs(group: Any) -> dict[str, Any]:
     """``group_name`` and ``group_ranks`` of a process group (``None``: the default one)."""
     import torch.distributed as dist
 
@@ -119,12 +120,12 @@ def _attrs(record: tuple) -> Optional[dict[str, Any]]:
     if name in C10D and getattr(func, "__module__", "") == _C10D_MODULE:
         collective, _, _, per_byte = C10D[name]
         bound = _bound(func, record[6], record[7] or {})
-        attrs = {"collective": collective, **_group((bound or {}).get("group"))}
+        attrs = {"collective": collective, **group_attrs((bound or {}).get("group"))}
     elif name in FUNCTIONAL and is_functional_collective(func):
         collective, per_byte = FUNCTIONAL[name]
         names = [value for value in record[6] if isinstance(value, str)]
         attrs = {"collective": collective, "group_name": names[-1] if names else "",
-                 "group_ranks": _ranks_of(names[-1]) if names else ()}
+                 "group_ranks": ranks_of(names[-1]) if names else ()}
     else:
         return None
     size = len(attrs["group_ranks"]) or 1
@@ -133,7 +134,7 @@ def _attrs(record: tuple) -> Optional[dict[str, Any]]:
     return attrs
 
 
-def _ranks_of(group_name: str) -> tuple[int, ...]:
+def ranks_of(group_name: str) -> tuple[int, ...]:
     import torch.distributed as dist
 
     try:
@@ -143,22 +144,28 @@ def _ranks_of(group_name: str) -> tuple[int, ...]:
         return ()
 
 
-def annotate(graph: nx.DiGraph, ops: list, op_ids: list[str]) -> None:
+def annotate(graph: nx.DiGraph, ops: list, op_ids: list[str],
+             backward: Sequence[tuple[int, str]] = ()) -> None:
     """Give the collectives' op nodes ``collective``, ``group_name``, ``group_ranks``,
-    ``comm_bytes``, ``phase`` and ``coll_seq`` (their order per group, from 0)."""
+    ``comm_bytes`` and ``phase``, and number each group's collectives in the order they
+    started (``coll_seq``, from 0), the ``backward`` ones (``(start, node id)``, their
+    nodes already annotated) among them."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
         return
-    numbers: dict[str, int] = {}
+    started = list(backward)
     for index in range(min(len(ops), len(op_ids))):
         record = ops[index]
         if record[0] not in C10D and record[0] not in FUNCTIONAL:
             continue
         attrs = _attrs(record)
         node = graph.nodes.get(op_ids[index]) if attrs is not None else None
-        if node is None:
-            continue
-        number = numbers.get(attrs["group_name"], 0)
-        numbers[attrs["group_name"]] = number + 1
-        node.update(attrs, phase="forward", coll_seq=number)
+        if node is not None:
+            node.update(attrs, phase="forward")
+            started.append((record[OP_T_START], op_ids[index]))
+    numbers: dict[str, int] = {}
+    for _, node_id in sorted(started, key=lambda pair: pair[0]):
+        node = graph.nodes[node_id]
+        node["coll_seq"] = numbers.get(node["group_name"], 0)
+        numbers[node["group_name"]] = node["coll_seq"] + 1

@@ -1,0 +1,152 @@
+"""The backward's collectives on a one-rank gloo group in this process (two ranks: tests/ranks)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import torchgraphrec as tgr
+from torchgraphrec import _torch
+from torchgraphrec.capture import autograd
+from torchgraphrec.capture.bwdcoll import DISPATCHED
+
+
+@pytest.fixture
+def one_rank(tmp_path) -> Iterator[None]:
+    if not dist.is_available():
+        pytest.skip("this torch is built without torch.distributed")
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1),
+                            rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+class Summed(nn.Module):
+    """A Linear whose output is all-reduced in the forward (a collective before the backward's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        total = y.detach().clone()
+        dist.all_reduce(total)
+        return y * 2 + total
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(4, 4), Summed()))
+
+
+def _scoped() -> None:
+    if not _torch.node_scoped_dispatch_modes():
+        pytest.skip("this torch keeps a mode pushed in a backward hook")
+
+
+def _train(model: nn.Module, record: bool, **options: Any) -> tuple[list, Any]:
+    """Two steps; the gradients of each and the recorder, where one recorded."""
+    grads = []
+    rec = tgr.Recorder(model, **options) if record else None
+    if rec is not None:
+        rec.__enter__()
+    try:
+        for step in range(2):
+            torch.manual_seed(step)
+            model(torch.randn(3, 4)).sum().backward()
+            grads.append([p.grad.clone() for p in model.parameters()])
+            for p in model.parameters():
+                p.grad = None
+    finally:
+        if rec is not None:
+            rec.__exit__(None, None, None)
+    return grads, rec
+
+
+def _collectives(graph: Any) -> list[dict]:
+    return [attrs for _, attrs in sorted(graph.nodes(data=True), key=lambda i: i[1]["seq"])
+            if "collective" in attrs]
+
+
+def test_every_dispatched_name_is_a_c10d_or_functional_op() -> None:
+    namespaces = {name.partition("::")[0] for name in DISPATCHED}
+    assert namespaces == {"c10d", "_c10d_functional"}
+    found = [name for name in DISPATCHED
+             if hasattr(getattr(torch.ops, name.partition("::")[0]), name.partition("::")[2])]
+    assert "c10d::allreduce_" in found and len(found) >= len(DISPATCHED) - 8
+
+
+def test_ddp_all_reduces_are_backward_op_nodes_and_gradients_stay_the_same(one_rank) -> None:
+    _scoped()
+    plain, _ = _train(_model(), False)
+    recorded, rec = _train(_model(), True)
+    assert all(torch.equal(a, b) for x, y in zip(plain, recorded) for a, b in zip(x, y))
+    backward = [attrs for attrs in _collectives(rec.graph) if attrs["phase"] == "backward"]
+    # whatever DDP's buckets: each step all-reduces every gradient once
+    size = sum(p.numel() * p.element_size() for p in _model().parameters())
+    assert sum(attrs["comm_bytes"] for attrs in backward) == 2 * size
+    # DDP's work, drawn in the DDP call whose backward ran it
+    assert {(a["collective"], a["label"], a["group_ranks"], a["parent"]) for a in backward
+            } == {("all_reduce", "all_reduce (backward)", (0,), f"layer:#{k}") for k in (0, 1)}
+    assert "backward_collectives" not in rec.graph.graph
+    assert tgr.validate(rec.graph) is None
+
+
+@pytest.mark.needs("collectives_dispatched")
+def test_coll_seq_numbers_forward_and_backward_collectives_in_the_order_they_ran(
+        one_rank) -> None:
+    _scoped()
+    found = _collectives(_train(_model(), True)[1].graph)
+    phases = [attrs["phase"] for attrs in found]
+    # each step: the forward's all-reduce, then DDP's bucket all-reduce(s)
+    assert phases[0] == "forward" and phases.count("forward") == 2
+    assert phases[1] == "backward" and phases[-1] == "backward"
+    assert [attrs["coll_seq"] for attrs in found] == list(range(len(found)))
+
+
+def test_a_backward_that_raises_leaves_no_mode_behind(one_rank) -> None:
+    model = _model()
+    with tgr.Recorder(model) as rec:
+        out = model(torch.randn(3, 4))
+        out.register_hook(lambda grad: (_ for _ in ()).throw(ValueError("user hook")))
+        with pytest.raises(ValueError, match="user hook"):
+            out.sum().backward()
+        assert _torch.dispatch_mode_depth() == 0
+        model(torch.randn(3, 4)).sum().backward()  # the next step runs as ever
+    assert _torch.dispatch_mode_depth() == 0
+    assert rec.graph.graph["rank"] == 0
+
+
+@pytest.mark.parametrize("ops", [None, "autograd"])
+def test_without_ops_the_graph_says_the_backward_collectives_were_not_seen(
+        one_rank, ops: Any) -> None:
+    _, rec = _train(_model(), True, ops=ops)
+    assert rec.graph.graph["backward_collectives"].startswith(f"not seen: ops={ops or 'none'!r}")
+    assert not [a for a in _collectives(rec.graph) if a.get("phase") == "backward"]
+
+
+class Chain(nn.Module):
+    """Twenty multiplications one after another: one autograd chain."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(20):
+            x = x * 2
+        return x
+
+
+def test_past_the_chain_limit_the_graph_says_the_backward_was_not_watched(
+        one_rank, monkeypatch: pytest.MonkeyPatch) -> None:
+    _scoped()
+    monkeypatch.setattr(autograd, "MAX_CHAIN", 5)
+    model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(3, 3), Chain()))
+    with pytest.warns(UserWarning, match="no grad_fn names past that depth"):
+        graph = tgr.record(model, torch.randn(2, 3), backward=True).graph
+    assert graph.graph["backward_collectives"].startswith("not seen: a forward chained")
+    assert not [a for a in _collectives(graph) if a.get("phase") == "backward"]
