@@ -1,4 +1,4 @@
-"""Every private or version-dependent torch name the package uses, found by feature, with a fallback."""
+"""Every private or version-dependent torch name in use, found by feature, with a fallback."""
 
 from __future__ import annotations
 
