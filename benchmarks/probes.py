@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+# the checkout this file is in, not whichever torchgraphrec is installed
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "tests")]
 TARGET = 1.5
 
 

@@ -98,7 +98,7 @@ class Capture:
             self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
         saved_bytes = SavedBytes(self.events.ops, self.state.clock)
         self.costs = OpCosts(counts, saved_bytes, self.table.modules)
-        self.namer.op_costs = self.costs.of_op
+        self.namer.op_costs = self.costs.put
         self.tracker.on_input = self.costs.exclude
 
     @property

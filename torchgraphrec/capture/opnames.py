@@ -286,6 +286,19 @@ def op_args_text(name: str, func: Any, args: tuple, kwargs: dict) -> str:
     >>> op_args_text("softmax", torch.nn.functional.softmax, (TENSOR,), {"dim": -1, "dtype": None})
     'dim=-1'
     """
+    if not kwargs:  # the usual case: flat numbers and marks, whose types map() gives in C
+        kinds = tuple(map(type, args))
+        if _KEY_TYPES.issuperset(kinds):
+            key = (name, func, args, kinds)
+            try:
+                text = _TEXTS.get(key)
+            except TypeError:  # an unhashable function
+                return args_text(name, args, kwargs)
+            if text is None:
+                if len(_TEXTS) >= _TEXTS_LIMIT:
+                    _TEXTS.clear()
+                text = _TEXTS[key] = args_text(name, args, kwargs)
+            return text
     types = _exact_types(args)
     if types is not None and kwargs:
         kwargs_types = _exact_types(kwargs.values())
