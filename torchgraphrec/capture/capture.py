@@ -152,6 +152,9 @@ class Capture:
         self._finish()
         if self.first_only:
             self.tracker.done = True
+            # nothing more to record: the later forwards (a training run's) run unhooked
+            self.tracker.detach()
+            self.growth.detach()
 
     def _finish(self) -> None:
         try:

@@ -238,6 +238,8 @@ class Namer:
         events, table, describe = self.events, self.table, self.describe
         calls, first_call, owners, buffers = events.calls, self.first_call, table.tensor_owner, \
             table.buffers
+        # the describer's tables inline, as for the tensors: this runs for every parameter
+        shapes, type_names, item_sizes = Describer._shapes, Describer._names, Describer._sizes
         found = []
         for node_id, (first_user, seq, shape, dtype, requires_grad) in events.params.items():
             owner = first_call.get(owners[node_id], first_user)
@@ -245,13 +247,13 @@ class Namer:
             if parent is not None and not parent.node_id:
                 continue  # first used by a forward still running: shown once it ends
             qualname = node_id.removeprefix("param:")
-            plain = describe.shape(shape)
+            plain = (shapes.get(shape) or describe.shape_and_label(shape))[0]
             found.append((node_id, {
                 "kind": "param", "label": qualname,
                 "parent": parent.node_id if parent else None,
                 "depth": parent.depth + 1 if parent else 0, "seq": seq, "qualname": qualname,
-                "shape": plain, "dtype": describe.name(dtype),
+                "shape": plain, "dtype": type_names.get(dtype) or describe.name(dtype),
                 "requires_grad": requires_grad, "buffer": node_id in buffers,
-                "bytes": describe.nbytes(plain, dtype),
+                "bytes": prod(plain) * (item_sizes.get(dtype) or describe.item_size(dtype)),
             }))
         return found
