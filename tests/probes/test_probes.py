@@ -369,3 +369,15 @@ def test_every_records_one_step_in_n_as_every_step_would_and_hooks_nothing_betwe
 def test_every_must_be_a_positive_int(every: object) -> None:
     with pytest.raises(ValueError, match="every must be a positive int"):
         tgr.Recorder(_mlp(False), every=every)
+
+
+def test_steps_after_the_block_attach_nothing_again() -> None:
+    model = _mlp(False)
+    before = hook_state(model)
+    with tgr.Recorder(model, probes=[tgr.probe("output")], every=2) as rec:
+        model(torch.randn(2, 4))
+    for _ in range(3):
+        rec.step()
+        assert hook_state(model) == before
+    model(torch.randn(2, 4))
+    assert list(rec.frame().step) == [0]

@@ -43,7 +43,8 @@ class ProbeEngine:
         self.table, self.store = table, store
         self.clock = clock  # the recording's: its statistics take none of the model's time
         self.every = every
-        self.attached = False  # hooked, in a step that records
+        self.running = False  # between attach() and detach()
+        self._hooked = False  # in a step that records
         self.by_module: dict[int, list[Probe]] = {}
         for probe in probes:
             chosen = probe.where.resolve(table.model) if probe.where else table.model.named_modules()
@@ -69,7 +70,11 @@ class ProbeEngine:
     def attach(self) -> None:
         """Hook the selected modules (on the calling thread) and their parameters."""
         self._thread = threading.get_ident()
-        self.attached = True
+        self.running = True
+        self._hook()
+
+    def _hook(self) -> None:
+        self._hooked = True
         for module_index in self.by_module:
             module = self.table.modules[module_index]
             self._handles.append(module.register_forward_pre_hook(
@@ -239,17 +244,18 @@ class ProbeEngine:
     def next_step(self) -> None:
         """Record parameter updates since the last step, then start a new step: hooked
         where it records, with nothing attached where it does not (see ``every``)."""
-        recorded = self.attached
-        if recorded:
+        if self.step % self.every == 0:
             self._record_updates()
         self.step += 1
         self._counts.clear()
         self._release_tensor_hooks()  # their backward is done; keep memory flat over a run
+        if not self.running:
+            return
         if self.step % self.every == 0:
-            if not recorded:  # the snapshots for param_update are taken as it attaches
-                self.attach()
-        elif recorded:
-            self.detach()
+            if not self._hooked:  # the snapshots for param_update are taken as it hooks
+                self._hook()
+        elif self._hooked:
+            self._unhook()
             self._previous.clear()
 
     def _record_updates(self) -> None:
@@ -274,8 +280,12 @@ class ProbeEngine:
             self._tensor_handles.pop().remove()
 
     def detach(self) -> None:
-        """Remove every hook; :meth:`attach` adds them again."""
-        self.attached = False
+        """Remove every hook."""
+        self.running = False
+        self._unhook()
+
+    def _unhook(self) -> None:
+        self._hooked = False
         self._release_tensor_hooks()
         while self._handles:
             self._handles.pop().remove()
