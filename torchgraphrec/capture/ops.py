@@ -271,6 +271,8 @@ class OpRecorder:
         finally:
             if guard is not None:
                 guard.__exit__(None, None, None)
+            # the handler's lists go now, on its clock, not as its frame is torn down after
+            inputs = plain = versions = refs = results = changed = None  # noqa: F841
             clock.spent += _now() - returned + half
 
     def _producer(self, tensor: torch.Tensor, version: int, call: int, t: int,
