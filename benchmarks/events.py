@@ -50,7 +50,7 @@ def _models(ops: int, calls: int) -> dict[str, Callable[[], Any]]:
 
 
 def measure(tool: str, model_name: str, mode: str, ops: int, calls: int,
-            samples: int) -> dict:
+            samples: int, clock: str = "wall") -> dict:
     """In the child process: microseconds per event of one tool on one model."""
     import warnings
 
@@ -60,6 +60,7 @@ def measure(tool: str, model_name: str, mode: str, ops: int, calls: int,
     torch.set_num_threads(1)
     from tools import TOOLS
 
+    now = time.thread_time_ns if clock == "thread" else time.perf_counter_ns
     model, x, events = _models(ops, calls)[model_name]()
     plain = lambda: model(x)  # noqa: E731
     with torch.no_grad() if mode == "no_grad" else torch.enable_grad():
@@ -69,24 +70,24 @@ def measure(tool: str, model_name: str, mode: str, ops: int, calls: int,
             capture()
         plain_ns, capture_ns = [], []
         for _ in range(samples):
-            plain_ns.append(_one_call(plain))
-            capture_ns.append(_one_call(capture))
+            plain_ns.append(_one_call(plain, now))
+            capture_ns.append(_one_call(capture, now))
     extra = statistics.median(capture_ns) - statistics.median(plain_ns)
     return {"us_per_event": extra / events / 1e3, "events": events,
             "plain_us_per_event": statistics.median(plain_ns) / events / 1e3}
 
 
-def _one_call(thunk: Callable[[], Any]) -> int:
+def _one_call(thunk: Callable[[], Any], now: Callable[[], int]) -> int:
     gc.collect()
-    start = time.perf_counter_ns()
+    start = now()
     thunk()
-    return time.perf_counter_ns() - start
+    return now() - start
 
 
 def run_child(tool: str, model_name: str, mode: str, options: argparse.Namespace) -> dict:
     command = [sys.executable, str(Path(__file__)), "--child", tool, model_name, mode,
                "--ops", str(options.ops), "--calls", str(options.calls),
-               "--samples", str(options.samples)]
+               "--samples", str(options.samples), "--clock", options.clock]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=HERE)
     for line in reversed(done.stdout.splitlines()):
         if line.startswith("{"):
@@ -101,18 +102,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=4000)
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--samples", type=int, default=9)
+    parser.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                        help="thread: the thread's CPU time (steadier on a loaded machine)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
-    sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+    # the checkout this file is in, not whichever torchgraphrec is installed
+    sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "tests")]
     if options.child:
         tool, model_name, mode = options.child
         print(json.dumps(measure(tool, model_name, mode, options.ops, options.calls,
-                                 options.samples)))
+                                 options.samples, options.clock)))
         return 0
     import torch
 
-    print(f"torch {torch.__version__}; µs per event above the plain forward "
-          f"({options.ops} ops; {options.calls} calls)")
+    import torchgraphrec
+
+    print(f"torch {torch.__version__}; torchgraphrec from {Path(torchgraphrec.__file__).parent}; "
+          f"µs per event above the plain forward ({options.ops} ops; {options.calls} calls; "
+          f"{options.clock} clock)")
     print(f"{'tool':24s}{'mode':>9s}{'per op':>10s}{'per call':>10s}")
     for tool in options.tools:
         for mode in options.modes:

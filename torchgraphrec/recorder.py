@@ -78,6 +78,9 @@ class Recorder:
             over the ranks, as if their tensors were one, with one ``all_gather`` of a float64
             tensor: rows named ``l2@ranks`` and so on in :meth:`frame`, the same on every
             rank.
+        every: probes record in one step of every ``every`` (those whose number, counted
+            by :meth:`step` from 0, is a multiple of it) and have no hook attached in the
+            others; with ``graph="first"`` such a step then runs nothing of the recorder's.
 
     >>> import torch
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())
@@ -91,8 +94,11 @@ class Recorder:
     def __init__(self, model: nn.Module, *, ops: Optional[str] = "torch", backward: bool = True,
                  flops: bool = False, probes: Sequence[Probe] = (),
                  memory_limit: Optional[int] = None, graph: str = "all",
-                 save_dir: Any = None, reduce_ranks: bool = False) -> None:
+                 save_dir: Any = None, reduce_ranks: bool = False, every: int = 1) -> None:
         self.model = check_model(model)
+        if type(every) is not int or every < 1:
+            raise ValueError(f"every must be a positive int, got {every!r}")
+        self.every = every
         self.ops = check_ops(ops)
         if graph not in ("all", "first"):
             raise ValueError(f"unknown graph: {graph!r} (must be one of ['all', 'first'])")
@@ -128,8 +134,8 @@ class Recorder:
                           collectives=bool(self._stamps) and self.backward
                           and node_scoped_dispatch_modes())
         # selectors are resolved (and may refuse) before anything is attached
-        engine = ProbeEngine(capture.table, self.probes, self.store,
-                                                 capture.state.clock) if self.probes else None
+        engine = ProbeEngine(capture.table, self.probes, self.store, capture.state.clock,
+                             self.every) if self.probes else None
         self._capture, self._engine, self._open = capture, engine, True
         self.store.rank = self._stamps.get("rank")
         if self._stamps and self.backward and capture.watch is None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
-from typing import Iterator
+import time
+from typing import Callable, Iterator
 
 import networkx as nx
 import pytest
 import torch
 
 import torchgraphrec as tgr
+from torchgraphrec.capture import calibrate
 from models import Case, deep_mlp, gpt2, resnet50_like, resnet_like
 from tests.capture.timing import (median_shares, plain_forward_ms, profiler_shares,
                                   recorded_shares)
@@ -110,3 +112,45 @@ def test_times_never_decrease_along_seq(name: str) -> None:
     starts = [attrs["t_start_ns"] for attrs in timed]
     assert starts == sorted(starts)
     assert all(attrs["t_start_ns"] <= attrs["t_end_ns"] for attrs in timed)
+
+
+def _least_per_call_ns(run: Callable[[], object], calls: int = 200, rounds: int = 9) -> float:
+    found = []
+    for _ in range(rounds):
+        start = time.perf_counter_ns()
+        for _ in range(calls):
+            run()
+        found.append((time.perf_counter_ns() - start) / calls)
+    return min(found)
+
+
+def test_reaching_the_op_mode_is_measured_as_more_than_nothing_and_less_than_all() -> None:
+    # The clock takes this off every op; a calibration that reads 0 leaves it in the times.
+    # Bounded by what a mode whose handler times itself adds to each call, observed here.
+    x = torch.ones(2)
+    plain = _least_per_call_ns(lambda: torch.neg(x))
+    with calibrate._Timed([0]):
+        timed = _least_per_call_ns(lambda: torch.neg(x))
+    measured = calibrate._measured.__wrapped__()  # a fresh measurement, not the process's
+    assert 0 < measured.op <= 2 * (timed - plain), (measured, timed - plain)
+
+
+def test_one_slowed_plain_round_does_not_hide_what_a_way_adds() -> None:
+    # other work on the machine slows the very first plain call by 2 ms; the way adds 5 µs
+    # to each call: the measurement must still see the 5 µs
+    first = [True]
+
+    def call(value: int) -> int:
+        if first[0]:
+            first[0] = False
+            time.sleep(0.002)
+        return value
+
+    def way(call: Callable[[int], int], value: int, inner: list) -> None:
+        for _ in range(calibrate._CALLS):
+            call(value)
+            until = time.perf_counter_ns() + 5_000
+            while time.perf_counter_ns() < until:
+                pass
+
+    assert calibrate._unmeasured(way, call, 1) >= 5_000

@@ -7,6 +7,7 @@ import gc
 import warnings
 import weakref
 
+import pandas
 import pytest
 import torch
 from torch import nn
@@ -333,3 +334,52 @@ def test_a_caught_error_in_a_probed_forward_leaves_call_indices_right() -> None:
     table = rec.frame()
     assert list(table[table.module == ""].call_index) == [1]  # the raising call was call 0
     assert list(table[table.module == "lin"].call_index) == [0, 1]
+
+
+def _sampled_run(every: int) -> tuple:
+    """Seven SGD steps with probes on every site a step records, under ``every``: the frame,
+    and before each step whether the model and torch are as unhooked as before the block."""
+    model = _mlp(False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    torch.manual_seed(1)
+    batches = [torch.randn(2, 4) for _ in range(7)]
+    probes = [tgr.probe(site, where=S.leaves(), keep="l2")
+              for site in ("output", "grad_output", "param_grad", "param_update")]
+    before, unhooked = hook_state(model), []
+    with tgr.Recorder(model, probes=probes, graph="first", every=every) as rec:
+        for x in batches:
+            unhooked.append(hook_state(model) == before)
+            optimizer.zero_grad()
+            backward_loss(model(x)).backward()
+            optimizer.step()
+            rec.step()
+    return rec.frame(), unhooked
+
+
+def test_every_records_one_step_in_n_as_every_step_would_and_hooks_nothing_between() -> None:
+    every_step, _ = _sampled_run(1)
+    sampled, unhooked = _sampled_run(3)
+    assert unhooked == [False, True, True, False, True, True, False]
+    expected = every_step[every_step.step.isin([0, 3, 6])].reset_index(drop=True)
+    assert set(expected.site) == {"output", "grad_output", "param_grad", "param_update"}
+    pandas.testing.assert_frame_equal(sampled.reset_index(drop=True), expected)
+
+
+@pytest.mark.parametrize("every", [0, 2.5, "10"])
+def test_every_must_be_a_positive_int(every: object) -> None:
+    with pytest.raises(ValueError, match="every must be a positive int"):
+        tgr.Recorder(_mlp(False), every=every)
+
+
+def test_steps_after_the_block_attach_nothing_again() -> None:
+    model = _mlp(False)
+    before = hook_state(model)
+    with tgr.Recorder(model, probes=[tgr.probe("output")], every=2) as rec:
+        model(torch.randn(2, 4))
+    recorded = rec.frame()
+    for _ in range(3):
+        rec.step()
+        assert hook_state(model) == before
+    model(torch.randn(2, 4))
+    assert set(recorded.step) == {0}
+    pandas.testing.assert_frame_equal(rec.frame(), recorded)

@@ -86,20 +86,22 @@ def _measured_dispatch() -> int:
 
 def _unmeasured(way: Callable[[Callable, Any, list], Any], call: Callable, value: Any) -> int:
     """What ``way`` adds to each ``call(value)`` beyond the time its handlers measured
-    themselves (into their list): the least over rounds, since other work on the machine
-    only ever adds, and taking off more than was spent would run the clock backwards."""
-    found = []
+    themselves (into their list): the least of the instrumented rounds (less what the
+    handlers measured) less the least of the plain ones, since other work on the machine
+    only ever adds to either (a difference per round is low wherever that round's plain
+    calls were slowed, down to nothing); never below zero, which would run the clock
+    backwards."""
+    plain, rest = [], []
     for _ in range(_ROUNDS):
         start = _now()
         for _ in range(_CALLS):
             call(value)
-        plain = _now() - start
+        plain.append(_now() - start)
         inner = [0]
         start = _now()
         way(call, value, inner)
-        instrumented = _now() - start
-        found.append((instrumented - plain - inner[0]) // _CALLS)
-    return max(0, min(found))
+        rest.append(_now() - start - inner[0])
+    return max(0, (min(rest) - min(plain)) // _CALLS)
 
 
 def _module_call(module: Any, value: Any, inner: list) -> None:

@@ -106,7 +106,7 @@ class Capture:
             self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
         saved_bytes = SavedBytes(self.events.ops, self.state.clock)
         self.costs = OpCosts(counts, saved_bytes, self.table.modules)
-        self.namer.op_costs = self.costs.of_op
+        self.namer.op_costs = self.costs.put
         self.tracker.on_input = self.costs.exclude
 
     def _costs_follow(self, index: int) -> None:
@@ -172,6 +172,9 @@ class Capture:
         self._finish()
         if self.first_only:
             self.tracker.done = True
+            # nothing more to record: the later forwards (a training run's) run unhooked
+            self.tracker.detach()
+            self.growth.detach()
 
     def _finish(self) -> None:
         try:

@@ -80,8 +80,9 @@ class Namer:
 
     def __init__(self, table: ModuleTable, events: Events, nested: set[int]) -> None:
         self.table, self.events, self.nested = table, events, nested
-        #: extra attributes for op ``index`` (its costs), or ``None``
-        self.op_costs: Callable[[int], dict] | None = None
+        #: puts the costs of the ops from index ``first`` on their attrs (a list, in
+        #: order), or ``None``
+        self.op_costs: Callable[[int, list[Attrs]], None] | None = None
         self.describe = Describer()
         self.tensor_ids: list[str] = []
         self.op_ids: list[str] = []
@@ -172,8 +173,8 @@ class Namer:
         events, ids, tensor_ids = self.events, self.op_ids, self.tensor_ids
         calls, t0, edges, nodes = events.calls, events.t0, events.edges, events.nodes
         shapes, describe, type_names = Describer._shapes, self.describe, Describer._names
-        costs = self.op_costs
-        for index in range(len(ids), len(events.ops)):
+        first = len(ids)
+        for index in range(first, len(events.ops)):
             # unpacked in RawOp's order (events.OP_*), as the tensors above
             (name, call, seq, t_start, t_end, refs, args, kwargs, shape, dtype, grad_fn,
              _, t_edges, func) = events.ops[index]
@@ -190,8 +191,6 @@ class Namer:
                 "shape": (shapes.get(shape) or describe.shape_and_label(shape))[0],
                 "dtype": type_names.get(dtype) or describe.name(dtype),
             }
-            if costs is not None:
-                attrs.update(costs(index))
             nodes.append((node_id, attrs))
             t_ns = t_edges - t0
             # one edge per distinct source (a ref names one source, and its kind follows)
@@ -202,6 +201,8 @@ class Namer:
                 else:
                     edges.append((ids[ref] if ref >= 0 else tensor_ids[~ref], node_id,
                                   {"kind": "flow", "seq": seq, "t_ns": t_ns}))
+        if self.op_costs is not None and first < len(ids):  # in one pass, after the loop
+            self.op_costs(first, [attrs for _, attrs in nodes[first - len(ids):]])
 
     def _name_boundary_edges(self) -> None:
         events, ops, tensors = self.events, self.op_ids, self.tensor_ids
@@ -237,6 +238,8 @@ class Namer:
         events, table, describe = self.events, self.table, self.describe
         calls, first_call, owners, buffers = events.calls, self.first_call, table.tensor_owner, \
             table.buffers
+        # the describer's tables inline, as for the tensors: this runs for every parameter
+        shapes, type_names, item_sizes = Describer._shapes, Describer._names, Describer._sizes
         found = []
         for node_id, (first_user, seq, shape, dtype, requires_grad) in events.params.items():
             owner = first_call.get(owners[node_id], first_user)
@@ -244,13 +247,13 @@ class Namer:
             if parent is not None and not parent.node_id:
                 continue  # first used by a forward still running: shown once it ends
             qualname = node_id.removeprefix("param:")
-            plain = describe.shape(shape)
+            plain = (shapes.get(shape) or describe.shape_and_label(shape))[0]
             found.append((node_id, {
                 "kind": "param", "label": qualname,
                 "parent": parent.node_id if parent else None,
                 "depth": parent.depth + 1 if parent else 0, "seq": seq, "qualname": qualname,
-                "shape": plain, "dtype": describe.name(dtype),
+                "shape": plain, "dtype": type_names.get(dtype) or describe.name(dtype),
                 "requires_grad": requires_grad, "buffer": node_id in buffers,
-                "bytes": describe.nbytes(plain, dtype),
+                "bytes": prod(plain) * (item_sizes.get(dtype) or describe.item_size(dtype)),
             }))
         return found

@@ -17,7 +17,7 @@ __all__ = ["OpCosts"]
 class OpCosts:
     """The FLOP counts (``None`` without ``flops=True``) and the saved-tensor hooks of one
     capture, of the ops of the forwards of ``modules``' model, as the namer's
-    ``op_costs``."""
+    ``op_costs`` (:meth:`put`)."""
 
     def __init__(self, flops: Optional[FlopCounts], saved_bytes: SavedBytes,
                  modules: list[nn.Module]) -> None:
@@ -55,6 +55,19 @@ class OpCosts:
         if saved is not None:
             found["saved_bytes"] = saved
         return found
+
+    def put(self, first: int, attrs: list[dict]) -> None:
+        """Put :meth:`of_op` of ops ``first``, ``first + 1``... on their ``attrs`` (in one
+        pass: this runs for every op)."""
+        flops = self.flops.by_op if self.flops is not None else None
+        saved, counted = self.saved_bytes.by_op, self.saved_bytes.counted
+        index = first
+        for found in attrs:
+            if flops is not None:
+                found["flops"] = flops.get(index, 0)
+            if index in counted:
+                found["saved_bytes"] = saved.get(index, 0)
+            index += 1
 
     def annotate(self, graph: nx.DiGraph) -> None:
         """Put the costs counted outside the ops' records on the graph."""

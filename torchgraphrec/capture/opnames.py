@@ -254,8 +254,9 @@ def args_text(name: str, args: tuple, kwargs: dict) -> str:
 
 #: Types whose equal values always have the same text (and floats but their zeros: -0.0 == 0.0),
 #: and the hashable sequences of them.
-_KEY_TYPES = frozenset({int, str, bool, type(None), _TensorMark})
+_KEY_TYPES = frozenset({int, str, bool, type(None), _TensorMark, torch.dtype, torch.device})
 _HASHABLE_SEQUENCES = frozenset({tuple, torch.Size})
+_FLAT_TYPES = _KEY_TYPES | {float}
 _TEXTS: dict[tuple, str] = {}  # op_args_text's texts by (name, func, arguments, their types)
 _TEXTS_LIMIT = 4096
 
@@ -279,6 +280,22 @@ def _exact_types(values: Iterable) -> tuple | None:
     return tuple(types)
 
 
+def _types_of(values: tuple) -> tuple | None:
+    """:func:`_exact_types` of ``values``, from ``map`` (in C) where they are flat: numbers,
+    strings, ``None`` and marks, and no float zero (``0.0 in values`` also finds an int or
+    bool zero, which :func:`_exact_types` then tells apart).
+
+    >>> _types_of((TENSOR, 2, -1.5)) == _exact_types((TENSOR, 2, -1.5))
+    True
+    >>> _types_of((0.0,)) is None and _types_of((0, 2.0)) == (int, float)
+    True
+    """
+    kinds = tuple(map(type, values))
+    if _FLAT_TYPES.issuperset(kinds) and (float not in kinds or 0.0 not in values):
+        return kinds
+    return _exact_types(values)
+
+
 def op_args_text(name: str, func: Any, args: tuple, kwargs: dict) -> str:
     """``args_text`` of the arguments ``func`` was given, remembered by arguments (an op is
     called with the same ones in every block of a model) where that is exact.
@@ -286,9 +303,9 @@ def op_args_text(name: str, func: Any, args: tuple, kwargs: dict) -> str:
     >>> op_args_text("softmax", torch.nn.functional.softmax, (TENSOR,), {"dim": -1, "dtype": None})
     'dim=-1'
     """
-    types = _exact_types(args)
+    types = _types_of(args)
     if types is not None and kwargs:
-        kwargs_types = _exact_types(kwargs.values())
+        kwargs_types = _types_of(tuple(kwargs.values()))
         types = None if kwargs_types is None else (types, kwargs_types)
     if types is None:
         return args_text(name, args, given_kwargs(func, kwargs))

@@ -55,8 +55,8 @@ class _BackwardFrom:
 class _NoOps(dict):
     """What a failed mode looks names up in: nothing is an op any more."""
 
-    def get(self, key: Any, default: Any = None) -> str:
-        return ""
+    def get(self, key: Any, default: Any = None) -> tuple[str, int]:
+        return ("", 0)
 
 
 _NO_OPS = _NoOps()
@@ -124,8 +124,8 @@ class OpRecorder:
         self._events, self._ops, self._chains = state.events, state.events.ops, state.chains
         self._clock = state.clock
         self._name_of, self._half_of = name_of, half_of
-        self._names: dict[Any, str] = {}
-        self._halves: dict[Any, int] = {}  # func -> half of what dispatching it costs, in ns
+        #: func -> (its op name, half of what dispatching it costs in ns): one lookup per call
+        self._known: dict[Any, tuple[str, int]] = {}
         self._guard: Any = None  # hides the handler's own reads from the modes below
         self._written_by_schema = written_by_schema
 
@@ -137,11 +137,10 @@ class OpRecorder:
         if kwargs is None:
             kwargs = {}
         clock = self._clock
-        name = self._names.get(func)
-        if name is None:
-            name = self._names[func] = self._name_of(func)
-            self._halves[func] = self._half_of(func)
-        half = self._halves.get(func, 0)
+        known = self._known.get(func)
+        if known is None:
+            known = self._known[func] = (self._name_of(func), self._half_of(func))
+        name, half = known
         if not name:
             clock.spent += _now() - entered + half + half
             return func(*args, **kwargs)
@@ -227,8 +226,10 @@ class OpRecorder:
                         entry[ENTRY_TENSOR]() is tensor:
                     refs.append(entry[ENTRY_REF])
                 else:
-                    try:
-                        refs.append(self._producer(tensor, versions[position], call, t0, entry))
+                    try:  # unknown() at once for the usual unknown: a parameter's first use
+                        refs.append(self._producer(tensor, versions[position], call, t0, entry)
+                                    if entry is not None else self.state.unknown(
+                                        tensor, versions[position], call, t0, "constant"))
                     except Uninitialized:  # a lazy module materializing its parameters
                         return out
                 position += 1
@@ -264,12 +265,14 @@ class OpRecorder:
                         t0 if seq_before == seq - 1 else t1, func))
             return out
         except Exception as exc:  # a recorder bug must never break the user's forward
-            self._names = _NO_OPS  # from now on every call passes through
+            self._known = _NO_OPS  # from now on every call passes through
             self.on_failure(exc)
             return out
         finally:
             if guard is not None:
                 guard.__exit__(None, None, None)
+            # the handler's lists go now, on its clock, not as its frame is torn down after
+            inputs = plain = versions = refs = results = changed = None  # noqa: F841
             clock.spent += _now() - returned + half
 
     def _producer(self, tensor: torch.Tensor, version: int, call: int, t: int,

@@ -21,6 +21,7 @@ __all__ = ["SavedBytes", "UNREADABLE_HOOKS"]
 
 _now: Callable[[], int] = time.perf_counter_ns
 _dispatch_modes: Callable[[], int] = dispatch_mode_depth
+_NOT_LAZY = (nn.Parameter, torch.Tensor)  # exactly these types: is_lazy need not ask
 
 #: Reasons for not counting saved bytes that are said once per process.
 _SAID: set[str] = set()
@@ -48,8 +49,10 @@ def _storages_of(modules: list[nn.Module]) -> set[int]:
     found = set()
     for module in modules:
         for tensors in (module._parameters, module._buffers):
+            if not tensors:  # most modules of deep models hold neither
+                continue
             for tensor in tensors.values():
-                if tensor is not None and not is_lazy(tensor):
+                if tensor is not None and (type(tensor) in _NOT_LAZY or not is_lazy(tensor)):
                     found.add(tensor.untyped_storage()._cdata)
     return found
 
@@ -71,7 +74,7 @@ class SavedBytes:
         self.done: set[int] = set()  # storages counted already, or never to count
         self._outer: Any = None
         self.active = False
-        self._counted: set[int] = set()  # the ops of forwards that counted saved bytes
+        self.counted: set[int] = set()  # the ops of forwards that counted saved bytes
         self._first_op = 0
         self._warned = False
 
@@ -92,12 +95,12 @@ class SavedBytes:
     def end_forward(self) -> None:
         """Stop counting at the end of a forward."""
         if self.active:
-            self._counted.update(range(self._first_op, len(self._ops)))
+            self.counted.update(range(self._first_op, len(self._ops)))
         self.pop()
 
     def of_op(self, index: int) -> Optional[int]:
         """The bytes saved while op ``index`` ran; ``None`` where they were not counted."""
-        return self.by_op.get(index, 0) if index in self._counted else None
+        return self.by_op.get(index, 0) if index in self.counted else None
 
     def push(self, excluded: set[int]) -> Optional[str]:
         """Start counting, leaving out the storages ``excluded`` (which it keeps and adds

@@ -19,6 +19,7 @@ __all__ = ["CaptureState", "read_shape", "Uninitialized"]
 
 
 _PLAIN = torch.Tensor
+_NOT_LAZY = (torch.nn.Parameter, torch.Tensor)  # exactly these types: is_lazy need not ask
 
 
 class Uninitialized(Exception):
@@ -112,7 +113,8 @@ class CaptureState:
             calls = self.events.calls
             node = table.swapped_in(tensor, [calls[call].module for call in self.stack])
         if node is not None:
-            if is_lazy(tensor):
+            # the type first: is_lazy's isinstance costs more, at each parameter's first use
+            if type(tensor) not in _NOT_LAZY and is_lazy(tensor):
                 raise Uninitialized(node)
             events = self.events
             if node not in events.params:  # described as the forward first used it

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from torch import nn
 from torch.nn.parameter import is_lazy
 
 __all__ = ["ModuleTable"]
+
+_Parameter = nn.Parameter
 
 
 class ModuleTable:
@@ -40,15 +43,15 @@ class ModuleTable:
         self._by_qualname: dict[str, int] = {}
         self._slots: dict[tuple[int, str], str] = {}  # (module index, name) -> param node id
         self._swapped: list[Any] = []  # parameters recognised by their slot, held
-        self._traverse(model)
-        #: whether the model swaps other parameter objects into its modules while it runs
-        #: (FSDP2's unsharded parameters): then :meth:`swapped_in` is worth asking
-        self.swaps = any(_swaps_parameters(module) for module in self.modules)
-
-    def _traverse(self, model: nn.Module) -> None:
         # named_modules(), as probe selectors use it: the same order, names and overrides
-        for qualname, module in _named_modules(model):
-            parent = self._by_qualname.get(qualname.rpartition(".")[0], -1) if qualname else -1
+        found = _named_modules(model)
+        #: whether the model swaps other parameter objects into its modules while it runs
+        #: (FSDP2's unsharded parameters): then :meth:`swapped_in` is worth asking, and the
+        #: table keeps which name of which module each parameter had
+        self.swaps = any(_swaps_parameters(type(module)) for _, module in found)
+        by_qualname = self._by_qualname
+        for qualname, module in found:
+            parent = by_qualname.get(qualname.rpartition(".")[0], -1) if qualname else -1
             self._add(qualname, module, parent)
 
     def _add(self, qualname: str, module: nn.Module, parent: int) -> list[Any]:
@@ -62,21 +65,27 @@ class ModuleTable:
         type_name = type(module).__name__
         self.types.append(type_name)
         self.labels.append(f"{qualname}: {type_name}" if qualname else type_name)
-        tensor_ids, owners = self.tensor_ids, self.tensor_owner
         named: list[Any] = []
+        parameters, buffers = module._parameters, module._buffers
+        if not parameters and not buffers:  # most modules of deep models hold neither
+            return named
+        tensor_ids, owners = self.tensor_ids, self.tensor_owner
         prefix = "param:" + qualname + "." if qualname else "param:"
         # the first name of a tensor reachable under several wins (inline: this runs
         # for every parameter of the model at every recording)
-        slots = self._slots
-        for name, param in module._parameters.items():
-            if param is not None and id(param) not in tensor_ids:
+        slots = self._slots if self.swaps else None
+        for name, param in parameters.items():
+            if param is None:
+                continue
+            node_id = tensor_ids.get(id(param))
+            if node_id is None:
                 node_id = tensor_ids[id(param)] = prefix + name
                 owners[node_id] = index
                 self._params.append((index, param))
                 named.append(param)
-            if param is not None:
-                slots[(index, name)] = tensor_ids[id(param)]
-        for name, buffer in module._buffers.items():
+            if slots is not None:
+                slots[(index, name)] = node_id
+        for name, buffer in buffers.items():
             if buffer is not None and id(buffer) not in tensor_ids:
                 node_id = tensor_ids[id(buffer)] = prefix + name
                 owners[node_id] = index
@@ -156,7 +165,8 @@ class ModuleTable:
         size = len(self.modules)
         counts, sizes, trainable = [0] * size, [0] * size, [0] * size
         for owner, param in self._params:
-            if not is_lazy(param):
+            # the type first: is_lazy's isinstance costs more, for every parameter
+            if type(param) is _Parameter or not is_lazy(param):
                 count = param.numel()
                 counts[owner] += count
                 sizes[owner] += count * param.element_size()
@@ -172,11 +182,13 @@ class ModuleTable:
         return counts, sizes, trainable
 
 
-def _swaps_parameters(module: nn.Module) -> bool:
-    """Whether ``module`` is managed by FSDP2 (``fully_shard``), which swaps its unsharded
-    parameters into the modules for the forward."""
+@functools.lru_cache(maxsize=1024)
+def _swaps_parameters(module_type: type) -> bool:
+    """Whether modules of ``module_type`` are managed by FSDP2 (``fully_shard``), which
+    swaps its unsharded parameters into the modules for the forward (asked once per type:
+    the table is built at every recording)."""
     return any(cls.__name__ == "FSDPModule" and cls.__module__.startswith("torch.distributed")
-               for cls in type(module).__mro__)
+               for cls in module_type.__mro__)
 
 
 def _named_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:

@@ -33,13 +33,18 @@ class ProbeEngine:
     code. Call indices count a module's calls within one step (``Recorder.step()`` resets
     them), so records are keyed by ``(module, call_index)``, never by position. Every hook
     it adds is removed by :meth:`detach`; a failure inside a statistic is kept and
-    re-raised by the recorder, never thrown into the user's forward or backward.
+    re-raised by the recorder, never thrown into the user's forward or backward. With
+    ``every``, it records in the steps whose number is a multiple of it, and in the others
+    has no hook attached at all (a training run pays nothing for them).
     """
 
     def __init__(self, table: ModuleTable, probes: Sequence[Probe], store: Store,
-                 clock: Optional[Clock] = None) -> None:
+                 clock: Optional[Clock] = None, every: int = 1) -> None:
         self.table, self.store = table, store
         self.clock = clock  # the recording's: its statistics take none of the model's time
+        self.every = every
+        self.running = False  # between attach() and detach()
+        self._hooked = False  # in a step that records
         self.by_module: dict[int, list[Probe]] = {}
         for probe in probes:
             chosen = probe.where.resolve(table.model) if probe.where else table.model.named_modules()
@@ -65,6 +70,11 @@ class ProbeEngine:
     def attach(self) -> None:
         """Hook the selected modules (on the calling thread) and their parameters."""
         self._thread = threading.get_ident()
+        self.running = True
+        self._hook()
+
+    def _hook(self) -> None:
+        self._hooked = True
         for module_index in self.by_module:
             module = self.table.modules[module_index]
             self._handles.append(module.register_forward_pre_hook(
@@ -232,7 +242,24 @@ class ProbeEngine:
             self._previous[(self.table.qualnames[module_index], name)] = param.detach().clone()
 
     def next_step(self) -> None:
-        """Record parameter updates since the last step, then start a new step."""
+        """Record parameter updates since the last step, then start a new step: hooked
+        where it records, with nothing attached where it does not (see ``every``)."""
+        if self.step % self.every == 0:
+            self._record_updates()
+        self.step += 1
+        self._counts.clear()
+        self._release_tensor_hooks()  # their backward is done; keep memory flat over a run
+        if not self.running:
+            return
+        if self.step % self.every == 0:
+            if not self._hooked:  # the snapshots for param_update are taken as it hooks
+                self._hook()
+        elif self._hooked:
+            self._unhook()
+            self._previous.clear()
+
+    def _record_updates(self) -> None:
+        """Record the step's parameter updates, and snapshot the parameters for the next."""
         for module_index, probes in self.by_module.items():
             module = self.table.modules[module_index]
             qualname = self.table.qualnames[module_index]
@@ -244,9 +271,6 @@ class ProbeEngine:
                     self.store.add(probe, self._seen(module_index, 0, "param_update", name), update)
             if any(p.site == "param_update" for p in probes):
                 self._snapshot(module_index, module)
-        self.step += 1
-        self._counts.clear()
-        self._release_tensor_hooks()  # their backward is done; keep memory flat over a run
 
     def next_epoch(self) -> None:
         self.epoch += 1
@@ -256,6 +280,12 @@ class ProbeEngine:
             self._tensor_handles.pop().remove()
 
     def detach(self) -> None:
+        """Remove every hook."""
+        self.running = False
+        self._unhook()
+
+    def _unhook(self) -> None:
+        self._hooked = False
         self._release_tensor_hooks()
         while self._handles:
             self._handles.pop().remove()
