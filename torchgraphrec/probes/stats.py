@@ -3,7 +3,9 @@
 Each statistic maps a tensor to a tensor (a 0-d one for scalars) and never changes its input.
 Integer and bool tensors are read as floats.
 
->>> import torch
+>>> import math
+
+import torch
 >>> x = torch.tensor([[3.0, -4.0], [0.0, 0.0]])
 >>> float(rms(x)), float(l2(x)), float(absmax(x)), float(nonzero(x)), float(dead(x))
 (2.5, 5.0, 4.0, 0.5, 0.75)
@@ -11,6 +13,7 @@ Integer and bool tensors are read as floats.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Hashable, Sequence, Union
 
 import torch
@@ -65,7 +68,9 @@ def l2(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def rms(tensor: torch.Tensor) -> torch.Tensor:
-    return _float(tensor).pow(2).mean().sqrt()
+    # one fused reduction: pow(2).mean() makes a squared copy of every activation first
+    count = tensor.numel()
+    return torch.linalg.vector_norm(_float(tensor)) / (math.sqrt(count) if count else math.nan)
 
 
 def nonzero(tensor: torch.Tensor) -> torch.Tensor:
