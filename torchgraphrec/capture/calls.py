@@ -133,19 +133,7 @@ class CallTracker:
                 parent = -1
             else:
                 parent = stack[-1]
-                if not kwargs and type(args) is tuple and len(args) == 1 \
-                        and isinstance(args[0], _Tensor):
-                    x = args[0]
-                    entry = state.values.current.get(id(x))
-                    ref = entry[ENTRY_REF] if entry is not None and \
-                        entry[ENTRY_TENSOR]() is x else None
-                    if type(ref) is int and ref < 0 and entry[ENTRY_VERSION] == _version(x):
-                        inputs = [ref]  # a tensor node already: the usual case
-                    else:
-                        inputs = [state.boundary(x, t, parent, self.boundary_role)]
-                else:
-                    inputs = [state.boundary(x, t, parent, self.boundary_role)
-                              for x in flatten_tensors((args, kwargs))]
+                inputs = self._call_inputs(args, kwargs, t, parent)
             index = len(calls)
             number = _autograd_number() if self.keep_breaks else 0
             events.seq += 1
@@ -165,6 +153,19 @@ class CallTracker:
         finally:
             quiet.__exit__(None, None, None)
             clock.spent += _now() - entered + (clock.costs.call >> 1)
+
+    def _call_inputs(self, args: tuple, kwargs: dict, t: int, parent: int) -> list:
+        """The tensor refs a nested call reads (its arguments' values at ``t``)."""
+        state = self.state
+        if not kwargs and type(args) is tuple and len(args) == 1 and isinstance(args[0], _Tensor):
+            x = args[0]
+            entry = state.values.current.get(id(x))
+            ref = entry[ENTRY_REF] if entry is not None and entry[ENTRY_TENSOR]() is x else None
+            if type(ref) is int and ref < 0 and entry[ENTRY_VERSION] == _version(x):
+                return [ref]  # a tensor node already: the usual case
+            return [state.boundary(x, t, parent, self.boundary_role)]
+        return [state.boundary(x, t, parent, self.boundary_role)
+                for x in flatten_tensors((args, kwargs))]
 
     def _model_inputs(self, module: torch.nn.Module, args: tuple, kwargs: dict,
                       t: int) -> list:
