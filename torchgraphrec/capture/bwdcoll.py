@@ -17,7 +17,8 @@ from typing import Any, Optional
 import networkx as nx
 import torch
 
-from torchgraphrec._torch import ACCUMULATE_GRAD, TorchDispatchMode, \
+from torchgraphrec._torch import ACCUMULATE_GRAD, DisableTorchFunction, TorchDispatchMode, \
+    function_mode_depth, \
     autograd_sequence_number, dispatch_mode_at, dtensor_type, dispatch_mode_depth, \
     graph_task_id, push_dispatch_mode, queue_backward_callback, unbox_process_group
 from torchgraphrec.capture.autograd import is_function_node, walk
@@ -108,6 +109,12 @@ class _Listener(TorchDispatchMode):
         if any(issubclass(kind, self.dtensor) for kind in types):
             # let DTensor run first: the collectives it desugars into come back through
             return NotImplemented
+        if function_mode_depth():  # an ATen op of C++'s, no torch-level call for the
+            with DisableTorchFunction():  # function modes (the op mode's, a user's)
+                return self._run(func, args, kwargs)
+        return self._run(func, args, kwargs)
+
+    def _run(self, func: Any, args: tuple, kwargs: dict) -> Any:
         entry = self.owner.ops.get(func)
         if entry is None:
             return func(*args, **kwargs)
