@@ -4,6 +4,7 @@ call shows (``barrier``, what C++ issues) as op nodes, each once."""
 from __future__ import annotations
 
 import pickle
+import re
 from typing import Any, Callable
 
 import pytest
@@ -173,7 +174,8 @@ def _ddp_steps(record: bool, rank: int) -> dict:
         if rec is not None:
             rec.__exit__(None, None, None)
     return {"seen": seen, "outs": outs, "grads": grads, "logged": logged,
-            "nodes": _collectives(rec.graph) if rec is not None else []}
+            "nodes": _collectives(rec.graph) if rec is not None else [],
+            "dot": rec.recording.to_dot() if rec is not None else ""}
 
 
 @on_ranks
@@ -183,7 +185,8 @@ def ddp(ctx: Rank) -> dict:
         torch.equal(a, b) for step_a, step_b in zip(plain["grads"], recorded["grads"])
         for a, b in zip(step_a, step_b))
     return {"same": same, "plain_seen": plain["seen"], "nodes": recorded["nodes"],
-            "logged": recorded["logged"], "plain_logged": plain["logged"]}
+            "logged": recorded["logged"], "plain_logged": plain["logged"],
+            "dot": recorded["dot"]}
 
 
 def test_ddp_second_step_broadcasts_are_forward_op_nodes_as_a_plain_tracer_counts(
@@ -205,3 +208,51 @@ def test_ddp_collectives_forward_and_backward_as_many_as_the_flight_recorder_log
     for found in ranks("ddp"):
         assert found["logged"] == found["plain_logged"]
         assert len(found["nodes"]) == sum(found["logged"])
+
+
+def test_a_backward_collective_is_drawn_dashed_and_says_backward(ranks) -> None:
+    for found in ranks("ddp"):
+        backward = [node for node in found["nodes"] if node["phase"] == "backward"]
+        lines = [line for line in found["dot"].splitlines() if "op:all_reduce#backward" in line
+                 and "class=\"tgr-op\"" in line]
+        assert backward and len(lines) == len(backward)
+        # its bytes as the label's second line: "64 B", "1.2 kB"
+        assert all("all_reduce (backward)" in line and "dashed" in line
+                   and re.search(r"\(backward\)\\n[0-9.]+ k?B", line) for line in lines)
+        forward = [line for line in found["dot"].splitlines() if "op:broadcast#forward" in line]
+        assert forward and not any("dashed" in line or "(backward)" in line for line in forward)
+
+
+def _tensor_parallel() -> nn.Module:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, \
+        parallelize_module
+
+    return parallelize_module(_mlp(), init_device_mesh("cpu", (2,)),
+                              {"0": ColwiseParallel(), "2": RowwiseParallel()})
+
+
+@on_ranks
+def tensor_parallel(ctx: Rank) -> dict:
+    from conftest import NEEDS
+
+    if not NEEDS["dtensor"][0]:
+        return {}
+    model = _tensor_parallel()
+    with tgr.Recorder(model, backward=True) as rec:
+        model(torch.ones(4, 8)).sum().backward()
+    names = [attrs["name"] for _, attrs in rec.graph.nodes(data=True) if attrs["kind"] == "op"]
+    return {"names": names, "dot": rec.recording.to_dot(),
+            "all": rec.recording.to_dot(include_ops="all")}
+
+
+@pytest.mark.needs("dtensor")
+def test_identity_wrappers_are_bridged_by_an_edge_at_the_default_options(ranks) -> None:
+    for found in ranks("tensor_parallel"):
+        wrappers = [name for name in found["names"]
+                    if name.partition(".")[0] in ("_wrap_tensor_autograd", "wait_tensor")]
+        if not wrappers:
+            pytest.skip("this torch's functional collectives record no identity wrapper")
+        assert wrappers[0] in found["all"]  # drawn as itself with every op
+        assert not any(name in found["dot"] for name in wrappers)
+        assert "all_reduce" in found["dot"]
