@@ -10,6 +10,7 @@ from torch.overrides import TorchFunctionMode
 from torchgraphrec._torch import dispatch_mode_at, dispatch_mode_depth, dispatch_modes, \
     function_modes, pop_dispatch_mode, pop_function_mode, push_dispatch_mode, \
     push_function_mode
+from torchgraphrec.capture.opnames import op_name_of
 from torchgraphrec.capture.ops import dispatch_half
 
 __all__ = ["Aside", "ForwardListening"]
@@ -19,8 +20,10 @@ _now: Callable[[], int] = time.perf_counter_ns
 
 class Aside(TorchFunctionMode):
     """Under the op mode: takes the listener off the dispatch stack while a torch-level
-    call runs (the op mode records its collectives, and its ATen ops need not pass a Python
-    mode). Its own work stops the recording's clock, as the op mode's does."""
+    call the op mode records runs (it records its collectives, and its ATen ops need not
+    pass a Python mode); the others (properties, ``size``, the profiler's) run as they come,
+    the listener noting what collectives they run. Its own work stops the recording's
+    clock, as the op mode's does."""
 
     def __init__(self, listening: "ForwardListening") -> None:
         super().__init__()
@@ -36,7 +39,9 @@ class Aside(TorchFunctionMode):
             kwargs = {}
         half = self._halves.get(func)
         if half is None:
-            half = self._halves[func] = self._half_of(func)
+            half = self._halves[func] = self._half_of(func) if op_name_of(func) else -1
+        if half < 0:  # not an op (a property, ``size``): the op mode notes nothing of it
+            return func(*args, **kwargs)
         listening, clock = self.listening, self.clock
         mode = listening.mode
         depth = dispatch_mode_depth()
