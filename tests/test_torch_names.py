@@ -319,6 +319,21 @@ def test_is_functional_collective_knows_the_functional_collectives_ops() -> None
     assert not _torch.is_functional_collective(torch.add)
 
 
+def test_identity_ops_are_functional_collectives_identity_ops() -> None:
+    """The names the drawing bridges as identity wrappers are ops of this torch (the
+    wrapper is newer than 2.4), each an identity: its result equals its input."""
+    import torch.distributed._functional_collectives  # noqa: F401 - registers the ops
+    from torchgraphrec.render.oproles import IDENTITY_OPS
+
+    found = [name for name in sorted(IDENTITY_OPS)
+             if hasattr(torch.ops._c10d_functional, name)]
+    assert "wait_tensor" in found
+    x = torch.arange(4.0)
+    for name in found:  # _wrap_tensor_autograd's result is an AsyncCollectiveTensor
+        result = getattr(torch.ops._c10d_functional, name)(x.clone())
+        assert torch.equal(getattr(result, "elem", result), x)
+
+
 def test_dtensor_type_is_the_class_with_placements_and_to_local() -> None:
     found = _torch.dtensor_type()
     if found is None:

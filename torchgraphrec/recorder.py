@@ -131,14 +131,15 @@ class Recorder:
         self._stamps = rank_stamps()
         capture = Capture(self.model, ops=self.ops, backward=self.backward,
                           first_only=self.graph_mode == "first", flops=self.flops,
-                          collectives=bool(self._stamps) and self.backward
-                          and node_scoped_dispatch_modes())
+                          collectives=bool(self._stamps) and (
+                              "all" if node_scoped_dispatch_modes() else "forward"))
         # selectors are resolved (and may refuse) before anything is attached
         engine = ProbeEngine(capture.table, self.probes, self.store, capture.state.clock,
                              self.every) if self.probes else None
         self._capture, self._engine, self._open = capture, engine, True
         self.store.rank = self._stamps.get("rank")
-        if self._stamps and self.backward and capture.watch is None:
+        if self._stamps and self.backward and (capture.watch is None
+                                               or not capture.watch.backward):
             self._stamps["backward_collectives"] = backward_not_seen(self.ops)
         capture.start()
         if engine is not None:

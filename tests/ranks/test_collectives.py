@@ -153,18 +153,18 @@ def test_every_collective_api_is_an_op_with_its_attributes(ranks) -> None:
     kinds = [[c["collective"] for c in rank["collectives"]] for rank in found]
     expected = ["broadcast", "all_gather", "all_gather", "reduce_scatter", "all_to_all",
                 "all_reduce"]
-    assert kinds[0] == expected + ["send", "all_reduce"]
-    assert kinds[1] == expected + ["recv", "all_reduce"]
+    assert kinds[0] == expected + ["send", "barrier", "all_reduce"]
+    assert kinds[1] == expected + ["recv", "barrier", "all_reduce"]
     for rank in found:
         collectives = rank["collectives"]
-        assert [c["coll_seq"] for c in collectives] == list(range(8))
+        assert [c["coll_seq"] for c in collectives] == list(range(9))
         assert {c["group_name"] for c in collectives} == {"0"}
         assert all(c["group_ranks"] == (0, 1) and c["phase"] == "forward" for c in collectives)
         by_bytes = [c["comm_bytes"] for c in collectives]
         # 4×2 float32 is 32 B: broadcast, both all-gathers and the reduce-scatter hand over
         # their input; all-to-all and all-reduce 32 B; send/recv the 2×2 half; the
-        # functional all-reduce its 2×2 input
-        assert by_bytes == [32, 32, 32, 32, 32, 32, 16, 16]
+        # barrier none; the functional all-reduce its 2×2 input
+        assert by_bytes == [32, 32, 32, 32, 32, 32, 16, 0, 16]
         assert rank["same"] and rank["valid"]
         assert ("all_reduce", (0, 1)) in rank["json"]
 

@@ -68,8 +68,8 @@ WRAPS: dict[str, tuple[Callable[[nn.Module], nn.Module], tuple[str, ...]]] = {
 
 
 def _twice(ctx: Rank, wrap: str) -> dict:
-    """One training step's forward and backward recorded twice with the same batch (after a
-    first step, which sets up what DDP and FSDP set up lazily)."""
+    """One training step's forward and backward recorded twice with the same batch (after
+    two steps: DDP and FSDP set up lazily, DDP rebuilds its buckets in its second step)."""
     from conftest import NEEDS
 
     function, needed = WRAPS[wrap]
@@ -78,7 +78,8 @@ def _twice(ctx: Rank, wrap: str) -> dict:
     model = function(_mlp())
     torch.manual_seed(ctx.rank)
     x = torch.randn(4, 8)
-    model(x).sum().backward()
+    for _ in range(2):
+        model(x).sum().backward()
     found = []
     for _ in range(2):
         rec = tgr.record(model, x, backward=True)

@@ -1,11 +1,12 @@
-"""The backward's collectives (DDP's bucket all-reduce, FSDP2's re-gathers and reduce-scatters) as op nodes.
+"""The collectives only a dispatch mode sees (the backward's; ``barrier`` and C++-issued ones in a forward) as op nodes.
 
 They run from autograd hooks, most from C++ (DDP's reducer), below any torch-function mode,
 but every one passes torch's dispatcher as a ``c10d`` or ``_c10d_functional`` op. A listening
 dispatch mode is pushed from hooks the backward runs: autograd restores its dispatch modes
 after each node and after its final callbacks, so the mode lives exactly as long as the node
 (or the callbacks) that pushed it, and is gone when ``backward()`` returns. It passes every
-op through untouched and notes only the collectives.
+op through untouched and notes only the collectives. The same mode is kept on the stack
+while a forward is recorded (see :mod:`~torchgraphrec.capture.fwdcoll`).
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from typing import Any, Optional
 import networkx as nx
 import torch
 
-from torchgraphrec._torch import ACCUMULATE_GRAD, TorchDispatchMode, \
+from torchgraphrec._torch import ACCUMULATE_GRAD, DisableTorchFunction, TorchDispatchMode, \
+    function_mode_depth, \
     autograd_sequence_number, dispatch_mode_at, dtensor_type, dispatch_mode_depth, \
     graph_task_id, push_dispatch_mode, queue_backward_callback, unbox_process_group
 from torchgraphrec.capture.autograd import is_function_node, walk
 from torchgraphrec.capture.collectives import C10D, FUNCTIONAL, group_attrs, ranks_of
 from torchgraphrec.capture.events import OP_NAME
+from torchgraphrec.capture.fwdcoll import ForwardListening
 from torchgraphrec.capture.structures import flatten_tensors
 from torchgraphrec.errors import CaptureError
 
@@ -106,6 +109,12 @@ class _Listener(TorchDispatchMode):
         if any(issubclass(kind, self.dtensor) for kind in types):
             # let DTensor run first: the collectives it desugars into come back through
             return NotImplemented
+        if function_mode_depth():  # an ATen op of C++'s, no torch-level call for the
+            with DisableTorchFunction():  # function modes (the op mode's, a user's)
+                return self._run(func, args, kwargs)
+        return self._run(func, args, kwargs)
+
+    def _run(self, func: Any, args: tuple, kwargs: dict) -> Any:
         entry = self.owner.ops.get(func)
         if entry is None:
             return func(*args, **kwargs)
@@ -119,7 +128,8 @@ class _Listener(TorchDispatchMode):
 
 
 class BackwardCollectives:
-    """Hooks each recorded forward's backward so that its collectives are noted.
+    """Notes the collectives of each recorded forward (:class:`ForwardListening`) and, with
+    ``backward``, hooks each recorded forward's backward so that its collectives are noted.
 
     The call tracker's post-hook registers a tensor hook on every recorded call's outputs
     (before FSDP2's own where torch's global hooks serve, which run first: FSDP2
@@ -129,40 +139,76 @@ class BackwardCollectives:
     reduce-scatters there). Every handle is removed by :meth:`detach`.
     """
 
-    def __init__(self, capture: Any) -> None:
+    def __init__(self, capture: Any, *, backward: bool = True) -> None:
         self.capture = capture
+        self.backward = backward
         self.clock = capture.state.clock
         self.ops = _overloads()
-        # (name, collective, group, bytes, start, end, call, seq)
+        # (name, collective, group, bytes, start, end, call, seq, phase)
         self.records: list[tuple] = []
         self.blind: Optional[str] = None  # why some backward was not watched
         self.where = -1  # the call what runs now belongs to
         self.arrived = -1  # the call whose output gradient arrived last
         self.root = -1  # the top-level call of the backward running
         self._mode = _Listener(self)
+        self.forward = ForwardListening(self._mode, self.clock)
+        self._begin: Any = None
+        self._end: Any = None
         self._task = -2
         self._handles: list[Any] = []
         self._accumulators: dict[int, Any] = {}  # id(variable) -> its hooked AccumulateGrad
 
     def attach(self) -> None:
-        """Listen to the forwards: the call tracker hands over each call's output."""
-        self.capture.tracker.on_output = self._on_output
+        """Listen to the forwards: the listener is on the stack while each runs, and (with
+        ``backward``) the call tracker hands over each call's output."""
+        tracker = self.capture.tracker
+        self._begin, self._end = tracker.on_begin, tracker.on_end
+        tracker.on_begin, tracker.on_end = self._on_begin, self._on_end
+        if self.backward:
+            tracker.on_output = self._on_output
+
+    def _on_begin(self) -> None:
+        self.forward.enter()  # before the op mode, which goes above the watch
+        self._begin()
+
+    def _on_end(self) -> None:
+        try:
+            self._end()
+        finally:
+            self.forward.leave()
 
     def detach(self) -> None:
         """Remove every hook; safe to call twice."""
-        self.capture.tracker.on_output = None
+        tracker = self.capture.tracker
+        self.forward.leave()
+        if self._begin is not None:
+            tracker.on_begin, tracker.on_end = self._begin, self._end
+            self._begin = self._end = None
+        tracker.on_output = None
         while self._handles:
             self._handles.pop().remove()
         self._accumulators.clear()
 
     def note(self, entry: tuple, args: tuple, start: int) -> None:
-        """Note a collective that ran from ``start`` until now."""
+        """Note a collective that ran from ``start`` until now: in a backward (with
+        ``backward``) in the call its hooks say, in a forward outside any torch-level call
+        (those are the op mode's) in the call running."""
         name, collective, position = entry
+        tracker = self.capture.tracker
+        if graph_task_id() >= 0:
+            if not self.backward:
+                return
+            phase, call = "backward", self.where
+        elif tracker.in_forward and not tracker.done and not self.forward.inside:
+            stack = self.capture.state.stack
+            phase, call = "forward", stack[-1] if stack else -1
+        else:
+            return
         size = _bytes(args[position]) if position is not None and position < len(args) else 0
         if not size and collective in ("recv", "scatter"):  # off the source: what it receives
             size = _bytes(args[0])
         self.records.append((name, collective, _group(name, args), size, start,
-                             self.clock.now(), self.where, self.capture.events.next_seq()))
+                             self.clock.now(), call, self.capture.events.next_seq(), phase))
 
     def _push(self, *_: Any) -> None:
         depth = dispatch_mode_depth()
@@ -234,22 +280,24 @@ class BackwardCollectives:
         self._handles.append(node.register_prehook(self._in_root))
 
     def add_nodes(self, graph: nx.DiGraph, t0: int) -> list[tuple[int, str]]:
-        """Add an op node per collective noted, ``(start time, node id)`` of each; none
-        where some backward could not be watched (the graph says why: a part of them would
-        read as all of them)."""
+        """Add an op node per collective noted, ``(start time, node id)`` of each; no
+        backward one where some backward could not be watched (the graph says why: a part
+        of them would read as all of them)."""
         if self.blind:
             graph.graph["backward_collectives"] = self.blind
-            return []
         calls, placed = self.capture.events.calls, []
-        for number, (name, collective, group, size, start, end, call, seq) in \
+        for number, (name, collective, group, size, start, end, call, seq, phase) in \
                 enumerate(self.records):
+            if phase == "backward" and self.blind:
+                continue
             parent = calls[call].node_id if 0 <= call < len(calls) else None
             depth = calls[call].depth + 1 if parent is not None else 0
-            node_id = f"op:{collective}#backward{number}"
-            graph.add_node(node_id, kind="op", label=f"{collective} (backward)", parent=parent,
+            node_id = f"op:{collective}#{phase}{number}"
+            label = collective if phase == "forward" else f"{collective} (backward)"
+            graph.add_node(node_id, kind="op", label=label, parent=parent,
                            depth=depth, seq=seq, name=collective, grad_fn=None,
                            args=name.replace("::", "."), t_start_ns=start - t0,
                            t_end_ns=end - t0, collective=collective, comm_bytes=size,
-                           phase="backward", **group)
+                           phase=phase, **group)
             placed.append((start, node_id))
         return placed

@@ -66,7 +66,7 @@ class Capture:
 
     def __init__(self, model: nn.Module, *, ops: str = "torch", backward: bool = False,
                  first_only: bool = False, flops: bool = False,
-                 collectives: bool = False) -> None:
+                 collectives: bool | str = False) -> None:
         self.ops = check_ops(ops)
         self.table = ModuleTable(model)
         self.events = Events()
@@ -77,9 +77,10 @@ class Capture:
                                    "constant" if self.ops == "torch" else None)
         self.tracker.call_edges = self.ops == "none"
         self.clock = BackwardClock(self.state.clock) if backward else None
-        # the backward's collectives: only where ops are recorded (they become op nodes)
-        self.watch = BackwardCollectives(self) if collectives and backward and \
-            self.ops == "torch" else None
+        # the collectives only a dispatch mode sees: only where ops are recorded (they
+        # become op nodes); the backward's where autograd scopes the mode to a node
+        self.watch = BackwardCollectives(self, backward=backward and collectives == "all") \
+            if collectives and self.ops == "torch" else None
         self.mode: OpMode | None = None
         self.costs: OpCosts | None = None
         if self.ops == "torch":

@@ -10,7 +10,7 @@ from graphviz.quoting import attr_list, quote
 
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.render import labels
-from torchgraphrec.render.marks import DiffMarks, is_diff
+from torchgraphrec.render.marks import DiffMarks, is_diff, styled
 from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.oproles import ROLE_PORTS, ROLES
 from torchgraphrec.render.metrics import needs_width, text_width
@@ -302,6 +302,9 @@ class DotWriter:
             extra["width"] = f"{self.widths[node] / 72:.2f}"
         themed = self.styles[style] if self.marks is None else attr_text(
             {**self.kinds[style], **self.marks.node_attrs(node, self.kinds[style])})[2:-1]
+        if self.view.folded.nodes[node].get("phase") == "backward":
+            # a backward collective: no flow of the forward's reaches it, its outline says so
+            themed += " " + attr_text(styled(self.kinds[style], {"style": "dashed"}))[2:-1]
         # ids from labels.xml_id hold no quote or backslash, so they are quoted as they are
         own = (f"label={quote(labels.join(*lines))} class=\"tgr-{self.view.kind(node)}\" "
                f"id=\"{labels.xml_id('n', node)}\"")

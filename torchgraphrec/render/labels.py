@@ -175,14 +175,18 @@ def param_lines(attrs: Mapping[str, Any], show_shapes: bool) -> list[str]:
 
 
 def op_lines(attrs: Mapping[str, Any], show_shapes: bool) -> list[str]:
-    """An op: its name, its result's shape where it was recorded (``ops="torch"``) and,
-    for a collective, the bytes this rank hands to it.
+    """An op: its name (``(backward)`` after a backward collective's), its result's shape
+    where it was recorded (``ops="torch"``) and, for a collective, the bytes this rank
+    hands to it.
 
     >>> op_lines({"name": "all_gather", "comm_bytes": 560}, True)
     ['all_gather', '560 B']
+    >>> op_lines({"name": "all_reduce", "comm_bytes": 1152, "phase": "backward"}, True)
+    ['all_reduce (backward)', '1.2 kB']
     """
     shape = attrs.get("shape") if show_shapes else None
-    lines = [attrs["name"]] if shape is None else [attrs["name"], shape_text(shape)]
+    name = attrs["name"] + (" (backward)" if attrs.get("phase") == "backward" else "")
+    lines = [name] if shape is None else [name, shape_text(shape)]
     if "comm_bytes" in attrs:
         lines.append(cost_text(attrs["comm_bytes"], "bytes"))
     return lines

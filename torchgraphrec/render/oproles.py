@@ -6,14 +6,19 @@ from typing import Mapping
 
 import networkx as nx
 
-__all__ = ["LAYOUT_OPS", "RESHAPE", "ROLES", "SIDE_ROLES", "ROLE_PORTS", "is_layout",
-           "argument_roles", "stronger", "in_role_order"]
+__all__ = ["LAYOUT_OPS", "IDENTITY_OPS", "RESHAPE", "ROLES", "SIDE_ROLES", "ROLE_PORTS",
+           "is_layout", "is_identity", "is_bridged", "argument_roles", "stronger",
+           "in_role_order"]
 
 #: Ops that only change how a tensor's elements are laid out: a chain of them between two
 #: drawn nodes is one edge labelled :data:`RESHAPE` (``include_ops="all"`` draws each).
 LAYOUT_OPS = frozenset({"view", "reshape", "transpose", "permute", "contiguous", "flatten",
                         "unflatten", "squeeze", "unsqueeze", "expand", "view_as", "reshape_as",
                         "t", "movedim", "swapaxes"})
+#: Ops that return their input as it is, only wrapped (the functional collectives' result
+#: wrapped in an ``AsyncCollectiveTensor``) or waited for: bridged by an edge with no label
+#: of their own (``include_ops="all"`` draws each). Names without their overload.
+IDENTITY_OPS = frozenset({"_wrap_tensor_autograd", "wait_tensor"})
 #: The label of an edge that stands for a chain of layout ops.
 RESHAPE = "reshape"
 #: What each tensor argument of an op is, in the order the op received them.
@@ -41,6 +46,24 @@ def is_layout(attrs: Mapping) -> bool:
     (True, False)
     """
     return attrs.get("kind") == "op" and attrs.get("name") in LAYOUT_OPS
+
+
+def is_identity(attrs: Mapping) -> bool:
+    """Whether a node is an identity wrapper op (:data:`IDENTITY_OPS`).
+
+    >>> is_identity({"kind": "op", "name": "_wrap_tensor_autograd.default"})
+    True
+    >>> is_identity({"kind": "op", "name": "all_reduce"})
+    False
+    """
+    return attrs.get("kind") == "op" and \
+        str(attrs.get("name", "")).partition(".")[0] in IDENTITY_OPS
+
+
+def is_bridged(attrs: Mapping) -> bool:
+    """Whether a node is drawn as (part of) the edge that bridges it at
+    ``include_ops=True``: a layout op or an identity wrapper."""
+    return is_layout(attrs) or is_identity(attrs)
 
 
 def argument_roles(graph: nx.DiGraph) -> dict[tuple[str, str], str]:

@@ -11,7 +11,8 @@ from torchgraphrec.graph import collapse
 from torchgraphrec.render import edges as edge_rules
 from torchgraphrec.render.folding import Folder, Folding
 from torchgraphrec.render.options import AUTO, RenderOptions
-from torchgraphrec.render.oproles import RESHAPE, argument_roles, in_role_order, is_layout
+from torchgraphrec.render.oproles import RESHAPE, argument_roles, in_role_order, is_bridged, \
+    is_layout
 from torchgraphrec.render.passthrough import wire_pass_through
 from torchgraphrec.render.unshard import INTO, add_unshard
 
@@ -196,8 +197,8 @@ class _ViewBuilder:
             return node  # computed by its call's own code: drawn, it shows where
         shown = {"layer": True, "tensor": self.options.include_tensors,
                  "param": self.options.include_params, "op": self.options.include_ops}
-        if self.options.include_ops is True and is_layout(attrs):
-            return None  # drawn as the label of the edge that bridges it
+        if self.options.include_ops is True and is_bridged(attrs):
+            return None  # drawn as the edge that bridges it (a layout op: its label)
         return node if shown[kind] else None
 
     def _place(self) -> None:

@@ -24,7 +24,8 @@ from torchgraphrec.render.labels import css_class
 from torchgraphrec.render.legend import legend_lines, text_row
 from torchgraphrec.render.marks import is_diff, styled
 from torchgraphrec.render.options import RANKDIRS, RenderOptions
-from torchgraphrec.render.oproles import RESHAPE, ROLES, SIDE_ROLES, argument_roles, is_layout
+from torchgraphrec.render.oproles import RESHAPE, ROLES, SIDE_ROLES, argument_roles, \
+    is_bridged, is_identity
 from torchgraphrec.render.passthrough import wire_pass_through
 from torchgraphrec.report.runs import find_all_runs
 from torchgraphrec.render.scale import TITLES, value_of
@@ -156,14 +157,16 @@ class _Describer:
 
     def edge_rules(self) -> dict[str, Any]:
         """What the composer needs to draw edges as the view does (render/view.py,
-        render/edges.py): the layout-only ops (a chain of them is one edge labelled
-        ``reshape``), each label's attribute by ``rankdir``, the roles the main path does
+        render/edges.py): the ops bridged by an edge (a chain of layout-only ops is one
+        edge labelled ``reshape``; identity wrappers, ``unlabelled``, add no label), each label's attribute by ``rankdir``, the roles the main path does
         not enter attention by, and the shared-input markers' limit, texts (a table and
         each node's entry in it) and style."""
         names: dict[str, int] = {}
         marker = [names.setdefault(self.writer.marker_label(n), len(names)) for n in self.order]
         role_names = sorted({role for roles in ROLES.values() for role in roles})
-        return {"layout": [i for i, n in enumerate(self.order) if is_layout(self.graph.nodes[n])],
+        nodes = self.graph.nodes
+        return {"layout": [i for i, n in enumerate(self.order) if is_bridged(nodes[n])],
+                "unlabelled": [i for i, n in enumerate(self.order) if is_identity(nodes[n])],
                 "reshape": RESHAPE,
                 "labels": {rankdir: {label: DotWriter.label_attr(label, rankdir)
                                      for label in (RESHAPE, *role_names)} for rankdir in RANKDIRS},

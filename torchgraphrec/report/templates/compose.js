@@ -10,6 +10,8 @@ function tgrPrepare(D) {
   const isOut = new Uint8Array(n), maybeMade = new Uint8Array(n), isLayout = new Uint8Array(n);
   D.out.forEach((i) => { isOut[i] = 1; });
   D.layout.forEach((i) => { isLayout[i] = 1; });
+  const unlabelled = new Uint8Array(n);  // bridged identity wrappers: no label of their own
+  D.unlabelled.forEach((i) => { unlabelled[i] = 1; });
   D.unproduced.forEach((i) => { maybeMade[i] = 1; });
   // FSDP's unshard: each unit's ops drawn as its all_gather box (render/unshard.py)
   const foldsInto = new Map(), isUnshard = new Uint8Array(n);
@@ -37,7 +39,7 @@ function tgrPrepare(D) {
       }
     });
   });
-  return {D, n, children, isOut, maybeMade, isLayout, foldTo, droppedBy, leaderOf, groupOf, repeatOf,
+  return {D, n, children, isOut, maybeMade, isLayout, unlabelled, foldTo, droppedBy, leaderOf, groupOf, repeatOf,
           foldsInto, isUnshard};
 }
 
@@ -254,7 +256,7 @@ function tgrLift(P, state, folded, canonical, vis, placed, absent) {
   // (render/diffstatus.py: an unchanged edge counts only where drawn as it is)
   for (const x of graph.topological()) {
     if (!hidden.has(x)) continue;
-    const own = state.ops === true && P.isLayout[x] ? D.reshape : "";
+    const own = state.ops === true && P.isLayout[x] && !P.unlabelled[x] ? D.reshape : "";
     const preds = [...graph.pred.get(x)], succs = [...graph.succ.get(x)];
     for (const [s, {marks: m1, label: before}] of preds) for (const [t, {marks: m2, label: after}] of succs) {
       if (s !== t) graph.addEdge(s, t, m1 && m2 ? [...m1, ...m2].filter((m) => m !== "same") : null, tgrStronger(after, before, own));
