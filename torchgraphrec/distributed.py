@@ -12,7 +12,7 @@ import networkx as nx
 
 from torchgraphrec.compare.ranks import graph_of
 
-__all__ = ["rank_stamps", "backward_not_seen", "COLLECTIVES_NOT_SEEN", "gather", "save_rank", "annotate_shards"]
+__all__ = ["rank_stamps", "backward_not_seen", "COLLECTIVES_WITHOUT_FLOW", "gather", "save_rank", "annotate_shards"]
 
 
 def backward_not_seen(ops: str) -> str:
@@ -30,12 +30,14 @@ def backward_not_seen(ops: str) -> str:
             "logs them (TORCH_FR_BUFFER_SIZE set before init_process_group)")
 
 
-#: Why the recorder draws none of torch.distributed's collectives
-#: (``g.graph["collectives"]``), on a torch whose c10d does not dispatch torch functions.
-COLLECTIVES_NOT_SEEN = (
-    "not seen: this torch's torch.distributed calls its backend without torch-function "
-    "dispatch, so the recorder's mode never sees all_reduce, broadcast and the like (newer "
-    "releases dispatch them); the functional collectives are recorded")
+#: Why torch.distributed's collectives have no edges (``g.graph["collectives"]``), on a
+#: torch whose c10d does not dispatch torch functions.
+COLLECTIVES_WITHOUT_FLOW = (
+    "without data flow: this torch's torch.distributed calls its backend without "
+    "torch-function dispatch, so all_reduce, broadcast and the like are recorded from the "
+    "dispatcher (ops='torch') as op nodes without edges, and a tensor they write keeps its "
+    "old value in the graph (newer releases dispatch them); the functional collectives are "
+    "recorded with their edges")
 
 
 def _dist() -> Any:
@@ -60,7 +62,7 @@ def rank_stamps() -> dict[str, Any]:
     from torchgraphrec._torch import C10D_DISPATCHES_TORCH_FUNCTION  # torch is in use here
 
     if not C10D_DISPATCHES_TORCH_FUNCTION:
-        stamps["collectives"] = COLLECTIVES_NOT_SEEN
+        stamps["collectives"] = COLLECTIVES_WITHOUT_FLOW
     return stamps
 
 

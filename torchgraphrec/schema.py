@@ -106,11 +106,11 @@ Distributed
     dispatcher's op, no edges: they move gradients, which are not nodes), parented by the
     top-level call where a parameter's gradient accumulator or the final callbacks ran them
     (DDP's reducer, FSDP2's root), else by the call whose output gradient arrived last
-    before each started; where the recorder
-    cannot watch a backward (``ops`` other than ``"torch"``), the graph has
-    ``backward_collectives``: ``"not seen: <why>"``. On a torch whose ``torch.distributed`` does not dispatch torch
-    functions (torch 2.4) ``collectives``: ``"not seen: <why>"``. A collective's op node (``all_reduce``, ``broadcast``, the
-    functional collectives...) has ``collective`` (one of ``all_reduce``, ``all_gather``,
+    before each started; where the recorder cannot watch a backward (``ops`` other than
+    ``"torch"``), the graph has ``backward_collectives``: ``"not seen: <why>"``. On a torch
+    whose ``torch.distributed`` does not dispatch torch functions (torch 2.4)
+    ``collectives``: ``"without data flow: <why>"``. A collective's op node (``all_reduce``,
+    ``broadcast``, the functional collectives...) has ``collective`` (one of ``all_reduce``, ``all_gather``,
     ``reduce_scatter``, ``broadcast``, ``all_to_all``, ``reduce``, ``gather``, ``scatter``,
     ``send``, ``recv``), ``group_name`` (str), ``group_ranks`` (tuple of the group's global
     ranks), ``comm_bytes`` (int: the bytes of the tensors this rank hands to it; for
