@@ -66,8 +66,11 @@ def test_the_graph_says_its_rank_world_size_and_backend(ranks) -> None:
             _torch.node_scoped_dispatch_modes()
         assert found["blind"]["backward_collectives"].startswith("not seen: ops='none'")
         assert "backward_collectives" not in found["recorder"]  # no backward recorded
-        # where no mode can see torch.distributed's collectives, the graph says so
+        # where torch.distributed's collectives come only through the dispatcher, without
+        # their data flow, the graph says so
         assert ("collectives" in found["graph"]) is not _torch.C10D_DISPATCHES_TORCH_FUNCTION
+        if not _torch.C10D_DISPATCHES_TORCH_FUNCTION:
+            assert found["graph"]["collectives"].startswith("without data flow: ")
 
 
 def test_no_rank_stamps_without_a_process_group() -> None:
