@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 # the checkout's own torchgraphrec (an editable install elsewhere would be measured instead,
-# its page driven by this checkout's test helpers), then tests (its render/ package)
+# its page driven by this checkout's test helpers), then tests (its report/ package)
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "tests"), str(HERE)]
 
 
@@ -156,7 +156,7 @@ def _actions(blocks: str, inner: str, later: int, first: int = 0,
     """A reader's first actions: open a module inside the folded run (in its first block,
     ``blocks.first``, only) and close it, unfold the run, open block ``later`` and a module
     in it, close the block, then search for ``found`` in another block and step to it."""
-    from render.reportpage import ROOT, act, open_where_it_is as open_in_place
+    from report.reportpage import ROOT, act, open_where_it_is as open_in_place
 
     def search(page: Any) -> int:
         page.fill(f"{ROOT} .tgr-search", f"{blocks}.{later - 1}.{found}")
@@ -178,9 +178,9 @@ def in_browser() -> None:
     of 200 random actions counting the states where nothing drawn is in view."""
     import tempfile
 
-    from render.browser import launch, missing
-    from render.reportpage import loaded_report, measure
-    from render.walk import settle, walk
+    from report.browser import launch, missing
+    from report.reportpage import loaded_report, measure
+    from report.walk import settle, walk
 
     if missing():
         print(f"\nreport in the browser: skipped ({missing()})")
