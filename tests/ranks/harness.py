@@ -21,12 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["Rank", "scenario", "run_ranks", "WORLD", "GROUP_TIMEOUT_S", "DEADLINE_S"]
+__all__ = ["Rank", "scenario", "run_ranks", "flight_entries", "WORLD", "GROUP_TIMEOUT_S",
+           "DEADLINE_S", "FLIGHT_RECORDER"]
 
 WORLD = 2
 GROUP_TIMEOUT_S = 45
 #: The whole spawn's deadline: starting two ranks takes 13-20 s on two busy cores.
 DEADLINE_S = float(os.environ.get("TORCHGRAPHREC_RANKS_DEADLINE", "300"))
+
+#: The variable that turns torch's flight recorder on (read by ``init_process_group``).
+FLIGHT_RECORDER = "TORCH_FR_BUFFER_SIZE"
 
 Scenario = Callable[["Rank"], Any]
 
@@ -111,3 +115,12 @@ def run_ranks(module: str, names: list[str], folder: Path, world: int = WORLD,
             results.setdefault(name, ("error", f"not finished: {failure or 'no result'}"))
         found.append(results)
     return found
+
+
+def flight_entries() -> list[dict]:
+    """The flight recorder's entries so far on this rank (``[]`` where this torch has none
+    for the backend: before 2.5 it dumped NCCL's only)."""
+    import torch
+
+    dump = getattr(torch._C._distributed_c10d, "_dump_fr_trace", None)
+    return pickle.loads(dump()).get("entries", []) if dump is not None else []

@@ -3,7 +3,6 @@ all-reduce, FSDP2's re-gathers and reduce-scatters) as op nodes, as many as it l
 
 from __future__ import annotations
 
-import pickle
 from typing import Any, Callable
 
 import pytest
@@ -12,35 +11,11 @@ from torch import nn
 
 import torchgraphrec as tgr
 from torchgraphrec import _torch
-from ranks.harness import Rank, run_ranks, scenario
+from ranks.harness import Rank, flight_entries, scenario
 
 SCENARIOS: dict[str, Any] = {}
 on_ranks = scenario(SCENARIOS)
-_FLIGHT_RECORDER = "TORCH_FR_BUFFER_SIZE"
-
-
-@pytest.fixture(scope="module")
-def ranks(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], list[Any]]:
-    """The module's scenarios on two ranks whose process groups have the flight recorder
-    on (it must be set before ``init_process_group``)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(_FLIGHT_RECORDER, "4000")
-        results = run_ranks(__name__, list(SCENARIOS), tmp_path_factory.mktemp("backward"))
-
-    def outcome(name: str) -> list[Any]:
-        found = [per_rank[name] for per_rank in results]
-        for rank, (status, value) in enumerate(found):
-            if status != "ok":
-                pytest.fail(f"scenario {name} on rank {rank}: {value}", pytrace=False)
-        return [value for _, value in found]
-
-    return outcome
-
-
-def _flight_entries() -> list[dict]:
-    """The flight recorder's entries so far on this rank (``[]`` where it has none)."""
-    dump = getattr(torch._C._distributed_c10d, "_dump_fr_trace", None)
-    return pickle.loads(dump()).get("entries", []) if dump is not None else []
+WITH_FLIGHT_RECORDER = True
 
 
 def _mlp() -> nn.Module:
@@ -75,10 +50,10 @@ def _steps(wrap: Callable[[nn.Module], nn.Module], ctx: Rank, record: bool,
         for step in range(2):
             torch.manual_seed(100 + 10 * step + ctx.rank)
             loss = model(torch.randn(4, 8, requires_grad=input_grad)).pow(2).sum()
-            before = len(_flight_entries())
+            before = len(flight_entries())
             loss.backward()
             depths.append(_torch.dispatch_mode_depth())
-            logged.append([entry["profiling_name"] for entry in _flight_entries()[before:]])
+            logged.append([entry["profiling_name"] for entry in flight_entries()[before:]])
             grads.append([p.grad.detach().clone() for p in model.parameters()])
             optimizer.step()
             optimizer.zero_grad()

@@ -3,9 +3,8 @@ call shows (``barrier``, what C++ issues) as op nodes, each once."""
 
 from __future__ import annotations
 
-import pickle
 import re
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch
@@ -14,37 +13,13 @@ from torch import nn
 
 import torchgraphrec as tgr
 from torchgraphrec import _torch
-from ranks.harness import Rank, run_ranks, scenario
+from ranks.harness import Rank, flight_entries, scenario
 
 SCENARIOS: dict[str, Any] = {}
 on_ranks = scenario(SCENARIOS)
-_FLIGHT_RECORDER = "TORCH_FR_BUFFER_SIZE"
+WITH_FLIGHT_RECORDER = True
 _KEYS = ("collective", "phase", "coll_seq", "comm_bytes", "group_name", "group_ranks",
          "parent", "label")
-
-
-@pytest.fixture(scope="module")
-def ranks(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], list[Any]]:
-    """The module's scenarios on two ranks whose process groups have the flight recorder
-    on (it must be set before ``init_process_group``)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(_FLIGHT_RECORDER, "4000")
-        results = run_ranks(__name__, list(SCENARIOS), tmp_path_factory.mktemp("forward"))
-
-    def outcome(name: str) -> list[Any]:
-        found = [per_rank[name] for per_rank in results]
-        for rank, (status, value) in enumerate(found):
-            if status != "ok":
-                pytest.fail(f"scenario {name} on rank {rank}: {value}", pytrace=False)
-        return [value for _, value in found]
-
-    return outcome
-
-
-def _flight_entries() -> list[dict]:
-    """The flight recorder's entries so far on this rank (``[]`` where it has none)."""
-    dump = getattr(torch._C._distributed_c10d, "_dump_fr_trace", None)
-    return pickle.loads(dump()).get("entries", []) if dump is not None else []
 
 
 class _C10dCounter(_torch.TorchDispatchMode):
@@ -88,7 +63,7 @@ class _Barrier(nn.Module):
 def _run_barrier(record: bool) -> dict:
     model = _Barrier()
     x = torch.arange(8.0).reshape(2, 4)
-    before = len(_flight_entries())
+    before = len(flight_entries())
     if record:
         with tgr.Recorder(model) as rec:
             out = model(x)
@@ -98,7 +73,7 @@ def _run_barrier(record: bool) -> dict:
         with counter:
             out = model(x)
         graph, dot = None, ""
-    logged = [entry["profiling_name"] for entry in _flight_entries()[before:]]
+    logged = [entry["profiling_name"] for entry in flight_entries()[before:]]
     return {"out": out.detach(), "logged": logged,
             "nodes": _collectives(graph) if graph is not None else [],
             "seen": [] if record else counter.seen,
@@ -156,7 +131,7 @@ def _ddp_steps(record: bool, rank: int) -> dict:
         for step in range(3):
             torch.manual_seed(100 + 10 * step + rank)
             x = torch.randn(4, 8)
-            before = len(_flight_entries())
+            before = len(flight_entries())
             counter = _C10dCounter()
             if record:
                 out = model(x)
@@ -164,7 +139,7 @@ def _ddp_steps(record: bool, rank: int) -> dict:
                 with counter:
                     out = model(x)
             out.pow(2).sum().backward()
-            logged.append(len(_flight_entries()) - before)
+            logged.append(len(flight_entries()) - before)
             seen.append(counter.seen)
             outs.append(out.detach())
             grads.append([p.grad.clone() for p in model.parameters()])
