@@ -11,7 +11,7 @@ from torchgraphrec._torch import dispatch_mode_at, dispatch_mode_depth, dispatch
     function_modes, pop_dispatch_mode, pop_function_mode, push_dispatch_mode, \
     push_function_mode
 from torchgraphrec.capture.opnames import op_name_of
-from torchgraphrec.capture.ops import dispatch_half
+from torchgraphrec.capture.ops import dispatch_half, leave_stack
 
 __all__ = ["Aside", "ForwardListening"]
 
@@ -87,20 +87,5 @@ class ForwardListening:
         never left stay); safe to call twice."""
         if self.entered:
             self.entered = False
-            _leave(self.aside, function_modes, pop_function_mode, push_function_mode)
-            _leave(self.mode, dispatch_modes, pop_dispatch_mode, push_dispatch_mode)
-
-
-def _leave(mode: Any, modes: Callable[[], list], pop: Callable[[], Any],
-           push: Callable[[Any], None]) -> None:
-    """Take ``mode`` off its stack; the modes above it are taken off meanwhile and put back."""
-    if not any(found is mode for found in modes()):
-        return
-    above = []
-    while True:
-        found = pop()
-        if found is mode:
-            break
-        above.append(found)
-    for other in reversed(above):
-        push(other)
+            leave_stack(self.aside, function_modes, pop_function_mode, push_function_mode)
+            leave_stack(self.mode, dispatch_modes, pop_dispatch_mode, push_dispatch_mode)

@@ -18,7 +18,7 @@ from torchgraphrec.capture.opnames import TENSOR, mutates_by_name, op_name_of
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, version_of
 
-__all__ = ["OpMode", "OpRecorder", "dispatch_half", "written_by_schema"]
+__all__ = ["OpMode", "OpRecorder", "dispatch_half", "leave_stack", "written_by_schema"]
 
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
@@ -319,13 +319,20 @@ class OpMode(OpRecorder, TorchFunctionMode):
         if not self.pushed:
             return
         self.pushed = False
-        if self not in function_modes():
-            return
-        above = []
-        while True:
-            mode = pop_function_mode()
-            if mode is self:
-                break
-            above.append(mode)
-        for mode in reversed(above):
-            push_function_mode(mode)
+        leave_stack(self, function_modes, pop_function_mode, push_function_mode)
+
+
+def leave_stack(mode: Any, modes: Callable[[], list], pop: Callable[[], Any],
+                push: Callable[[Any], None]) -> None:
+    """Take ``mode`` off its stack (``modes`` lists it, ``pop``/``push`` change it); the modes
+    above it are taken off meanwhile and put back, so that they stay in place."""
+    if not any(found is mode for found in modes()):
+        return
+    above = []
+    while True:
+        found = pop()
+        if found is mode:
+            break
+        above.append(found)
+    for other in reversed(above):
+        push(other)
