@@ -55,15 +55,22 @@ def _steps(model: Any, batch: Any, optimizer: Any, count: int,
     return times
 
 
-def torchgraphrec_steps(count: int) -> tuple[float, float]:
+def _rms_probes() -> list[Any]:
+    """The RMS of every leaf's output and output gradient."""
     import torchgraphrec as tgr
     from torchgraphrec import select as S
+
+    return [tgr.probe("output", where=S.leaves(), keep="rms"),
+            tgr.probe("grad_output", where=S.leaves(), keep="rms")]
+
+
+def torchgraphrec_steps(count: int) -> tuple[float, float]:
+    import torchgraphrec as tgr
 
     model, batch, optimizer = _setup()
     _steps(model, batch, optimizer, 2)
     plain = _steps(model, batch, optimizer, count)
-    probes = [tgr.probe("output", where=S.leaves(), keep="rms"),
-              tgr.probe("grad_output", where=S.leaves(), keep="rms")]
+    probes = _rms_probes()
     with tgr.Recorder(model, probes=probes, backward=False, graph="first") as rec:
         _steps(model, batch, optimizer, 1, rec.step)
         probed = _steps(model, batch, optimizer, count, rec.step)
@@ -75,13 +82,11 @@ def torchgraphrec_steps(count: int) -> tuple[float, float]:
 def torchgraphrec_every_steps(count: int) -> tuple[float, float]:
     """The median step that records nothing with ``every=EVERY``, against plain steps."""
     import torchgraphrec as tgr
-    from torchgraphrec import select as S
 
     model, batch, optimizer = _setup()
     _steps(model, batch, optimizer, 2)
     plain = _steps(model, batch, optimizer, count)
-    probes = [tgr.probe("output", where=S.leaves(), keep="rms"),
-              tgr.probe("grad_output", where=S.leaves(), keep="rms")]
+    probes = _rms_probes()
     quiet: list[float] = []
     with tgr.Recorder(model, probes=probes, backward=False, graph="first", every=EVERY) as rec:
         step = 0
