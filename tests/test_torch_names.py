@@ -5,6 +5,9 @@ One test per name, named after it: a torch release that moves one fails that tes
 
 from __future__ import annotations
 
+import importlib
+import subprocess
+import sys
 import warnings
 from typing import Any
 
@@ -334,12 +337,34 @@ def test_identity_ops_are_functional_collectives_identity_ops() -> None:
         assert torch.equal(getattr(result, "elem", result), x)
 
 
+def _load_dtensor() -> None:
+    """Import DTensor's module where this torch has one (``dtensor_type`` never does)."""
+    for name in ("torch.distributed.tensor", "torch.distributed._tensor"):
+        try:
+            importlib.import_module(name)
+            return
+        except ImportError:
+            continue
+
+
 def test_dtensor_type_is_the_class_with_placements_and_to_local() -> None:
+    _load_dtensor()
     found = _torch.dtensor_type()
     if found is None:
         pytest.skip("this torch has no DTensor")
     assert found.__name__ == "DTensor"
     assert callable(found.to_local) and hasattr(found, "placements")
+
+
+def test_recording_a_model_without_dtensors_never_imports_dtensor() -> None:
+    # in a fresh interpreter: this one may have loaded it for another test
+    code = ("import sys, torch, torchgraphrec as tgr\n"
+            "tgr.record(torch.nn.Linear(2, 2), torch.ones(1, 2))\n"
+            "print(sorted(n for n in ('torch.distributed.tensor', 'torch.distributed._tensor')"
+            " if n in sys.modules))")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, timeout=120).stdout.strip().splitlines()[-1]
+    assert shown == "[]"
 
 
 def test_c10d_dispatches_torch_function_where_detected(tmp_path) -> None:
@@ -367,6 +392,7 @@ def test_dtensor_local_is_the_local_shard(tmp_path) -> None:
 
     x = torch.ones(2)
     assert _torch.dtensor_local(x) is x
+    _load_dtensor()
     if _torch.dtensor_type() is None or not dist.is_available():
         pytest.skip("this torch has no DTensor")
     from torch.distributed.device_mesh import init_device_mesh

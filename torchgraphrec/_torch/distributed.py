@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import functools
+import sys
 from typing import Any, Optional
 
 import torch
@@ -54,23 +54,21 @@ def is_functional_collective(func: Any) -> bool:
     return getattr(func, "__module__", "") == "torch._ops._c10d_functional"
 
 
-@functools.lru_cache(maxsize=None)
+_DTENSOR_MODULES = ("torch.distributed.tensor", "torch.distributed._tensor")
+
+
 def dtensor_type() -> Optional[type]:
     """The ``DTensor`` class (``torch.distributed.tensor``, before torch 2.5
-    ``torch.distributed._tensor``), or ``None`` where this torch has none.
+    ``torch.distributed._tensor``) where its module is loaded, else ``None``.
+
+    It never imports that module: no DTensor exists before it is loaded, and importing it
+    takes about half a second, which recording a model without DTensors should not pay.
 
     >>> dtensor_type() is None or dtensor_type().__name__ == "DTensor"
     True
     """
-    import importlib
-
-    if not torch.distributed.is_available():
-        return None
-    for name in ("torch.distributed.tensor", "torch.distributed._tensor"):
-        try:
-            found = getattr(importlib.import_module(name), "DTensor", None)
-        except ImportError:
-            continue
+    for name in _DTENSOR_MODULES:
+        found = getattr(sys.modules.get(name), "DTensor", None)
         if isinstance(found, type):
             return found
     return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -92,10 +93,29 @@ def _named_children(item: Any) -> list[tuple[str, Any]] | None:
     return None
 
 
+#: A ``forward``'s signature by its function (bound methods by theirs, without ``self``):
+#: reading one costs more than the rest of recording a small model's first call.
+_SIGNATURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _signature(forward: Callable[..., Any]) -> inspect.Signature:
+    function = getattr(forward, "__func__", forward)
+    bound = hasattr(forward, "__self__")  # a method's signature leaves out ``self``
+    found = _SIGNATURES.get(function)
+    if found is not None and found[0] == bound:
+        return found[1]
+    signature = inspect.signature(forward)
+    try:
+        _SIGNATURES[function] = (bound, signature)
+    except TypeError:  # not weakly referable: read each time
+        pass
+    return signature
+
+
 def _bound_names(forward: Callable[..., Any], args: tuple,
                  kwargs: dict) -> list[tuple[str, Any]] | None:
     try:
-        bound = inspect.signature(forward).bind(*args, **kwargs)
+        bound = _signature(forward).bind(*args, **kwargs)
     except (TypeError, ValueError):  # no signature, or the arguments do not fit it
         return None
     named: list[tuple[str, Any]] = []
