@@ -89,8 +89,9 @@ NEEDS = {
     "transformers_5": (_major("transformers") >= 5,
                        "written against transformers 5's modeling code, which needs a newer "
                        "torch than this one"),
-    "dtensor": (_torch.dtensor_type() is not None
-                and _has("torch.distributed.tensor.parallel", "parallelize_module"),
+    # tensor parallel first: importing it loads DTensor, which dtensor_type never does
+    "dtensor": (_has("torch.distributed.tensor.parallel", "parallelize_module")
+                and _torch.dtensor_type() is not None,
                 "this torch has no DTensor with tensor parallel's parallelize_module"),
     "public_dtensor": (_has("torch.distributed.tensor", "distribute_tensor"),
                        "this torch's DTensor is the prototype in torch.distributed._tensor, "
