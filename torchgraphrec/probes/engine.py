@@ -52,6 +52,10 @@ class ProbeEngine:
                 index = table.module_by_qualname(qualname)
                 if index is not None:
                     self.by_module.setdefault(index, []).append(probe)
+        #: the sites each module's probes read: a hook skips the work of the others (most
+        #: probes read one or two of the seven)
+        self._sites = {index: frozenset(probe.site for probe in chosen_probes)
+                       for index, chosen_probes in self.by_module.items()}
         self.step = self.epoch = 0
         self.failure: Optional[BaseException] = None
         self._counts: dict[int, int] = {}
@@ -128,6 +132,9 @@ class ProbeEngine:
         call_index = self._counts.get(module_index, 0)
         self._counts[module_index] = call_index + 1
         self._open.append(call_index)
+        sites = self._sites[module_index]
+        if "input" not in sites and "grad_input" not in sites:
+            return
         inputs = tensors_with_paths(args, "args") + tensors_with_paths(kwargs, "kwargs")
         self._record(module_index, call_index, "input", inputs)
         self._hook_grads(module_index, call_index, "grad_input", inputs)
@@ -135,21 +142,26 @@ class ProbeEngine:
     def on_leave(self, module_index: int, output: Any) -> None:
         """Record the call's output and parameters."""
         call_index = self._open[-1]
-        outputs = tensors_with_paths(output)
-        self._record(module_index, call_index, "output", outputs)
-        self._hook_grads(module_index, call_index, "grad_output", outputs)
+        sites = self._sites[module_index]
+        if "output" in sites or "grad_output" in sites:
+            outputs = tensors_with_paths(output)
+            self._record(module_index, call_index, "output", outputs)
+            self._hook_grads(module_index, call_index, "grad_output", outputs)
         module = self.table.modules[module_index]
         if module_index in self._lazy:
             self._hook_params(module_index, module)
-        own = [(name, param) for name, param in module.named_parameters(recurse=False)
-               if not is_lazy(param)]
-        self._record(module_index, call_index, "param", own)
+        if "param" in sites:
+            own = [(name, param) for name, param in module.named_parameters(recurse=False)
+                   if not is_lazy(param)]
+            self._record(module_index, call_index, "param", own)
 
     def _edit(self, module_index: int, output: Any) -> Any:
         """Apply the output probes' edits (as model code: the recorder sees their ops);
         ``None`` keeps the output."""
         call_index = self._open.pop()
         edited = None
+        if "output" not in self._sites[module_index]:
+            return None
         for probe in self._probes(module_index, call_index, "output"):
             if probe.edit is not None:
                 edited = probe.edit(output if edited is None else edited)
