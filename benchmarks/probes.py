@@ -6,6 +6,8 @@ and output gradient, against plain steps and monitorch's lenses for the same sta
 A step is zero_grad, forward, loss, backward and an SGD update. The recorder is entered once
 (``graph="first"``: the graph of the first forward, probes on every forward). Targets: at
 most 1.1x the plain step; with ``every=10``, the steps that record nothing at most 1.02x.
+``floor: bare hooks`` computes the same statistics from bare module and tensor hooks, and
+keeps them in a list: what any probe of every leaf pays before it labels or stores anything.
 """
 
 from __future__ import annotations
@@ -100,6 +102,37 @@ def torchgraphrec_every_steps(count: int) -> tuple[float, float]:
     return statistics.median(plain), statistics.median(quiet)
 
 
+def floor_steps(count: int) -> tuple[float, float]:
+    """The floor: bare hooks on every leaf that compute the same RMS of its output and of
+    its output gradient (by a tensor hook) and keep them in a list, nothing else."""
+    import math
+
+    import torch
+
+    model, batch, optimizer = _setup()
+    kept: list[Any] = []
+
+    def rms(tensor: torch.Tensor) -> None:
+        kept.append(torch.linalg.vector_norm(tensor.detach()) / math.sqrt(tensor.numel()))
+
+    def after(module: Any, args: tuple, output: torch.Tensor) -> None:
+        rms(output)
+        if output.requires_grad:
+            output.register_hook(rms)
+
+    _steps(model, batch, optimizer, 2)
+    plain = _steps(model, batch, optimizer, count)
+    handles = [module.register_forward_hook(after) for module in model.modules()
+               if next(module.children(), None) is None]
+    try:
+        probed = _steps(model, batch, optimizer, count, kept.clear)
+    finally:
+        for handle in handles:
+            handle.remove()
+    plain += _steps(model, batch, optimizer, count)
+    return statistics.median(plain), statistics.median(probed)
+
+
 def monitorch_steps(count: int) -> tuple[float, float]:
     from monitorch.inspector import PyTorchInspector
     from monitorch.lens import OutputGradientGeometry, OutputNorm
@@ -130,23 +163,24 @@ def main() -> int:
 
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
-    print(f"{'recorder':16s}{'plain step ms':>15s}{'probed step ms':>16s}{'ratio':>8s}")
+    print(f"{'recorder':18s}{'plain step ms':>15s}{'probed step ms':>16s}{'ratio':>8s}")
     targets = {"torchgraphrec": TARGET, f"every={EVERY} quiet": EVERY_TARGET}
     for name, run in (("torchgraphrec", torchgraphrec_steps),
                       (f"every={EVERY} quiet", torchgraphrec_every_steps),
+                      ("floor: bare hooks", floor_steps),
                       ("monitorch", monitorch_steps)):
         try:
             plain, probed = run(options.steps)
         except ModuleNotFoundError:
-            print(f"{name:16s}{'-':>15s}  (not installed: pip install -e '.[bench]')")
+            print(f"{name:18s}{'-':>15s}  (not installed: pip install -e '.[bench]')")
             continue
         except Exception as exc:  # a peer's failure is a result
-            print(f"{name:16s}  FAIL:{type(exc).__name__}: {str(exc)[:90]}")
+            print(f"{name:18s}  FAIL:{type(exc).__name__}: {str(exc)[:90]}")
             continue
         target = targets.get(name)
         verdict = f"  (target <= {target}x: {'met' if probed / plain <= target else 'NOT met'})" \
             if target is not None else ""
-        print(f"{name:16s}{plain * 1e3:>15.1f}{probed * 1e3:>16.1f}{probed / plain:>7.2f}x{verdict}")
+        print(f"{name:18s}{plain * 1e3:>15.1f}{probed * 1e3:>16.1f}{probed / plain:>7.2f}x{verdict}")
     return 0
 
 

@@ -55,6 +55,7 @@ def is_functional_collective(func: Any) -> bool:
 
 
 _DTENSOR_MODULES = ("torch.distributed.tensor", "torch.distributed._tensor")
+_LOADED_DTENSOR: list[type] = []
 
 
 def dtensor_type() -> Optional[type]:
@@ -67,9 +68,12 @@ def dtensor_type() -> Optional[type]:
     >>> dtensor_type() is None or dtensor_type().__name__ == "DTensor"
     True
     """
+    if _LOADED_DTENSOR:
+        return _LOADED_DTENSOR[0]
     for name in _DTENSOR_MODULES:
         found = getattr(sys.modules.get(name), "DTensor", None)
         if isinstance(found, type):
+            _LOADED_DTENSOR.append(found)  # a loaded module stays loaded
             return found
     return None
 
