@@ -52,10 +52,15 @@ class ProbeEngine:
                 index = table.module_by_qualname(qualname)
                 if index is not None:
                     self.by_module.setdefault(index, []).append(probe)
-        #: the sites each module's probes read: a hook skips the work of the others (most
-        #: probes read one or two of the seven)
-        self._sites = {index: frozenset(probe.site for probe in chosen_probes)
-                       for index, chosen_probes in self.by_module.items()}
+        #: each module's probes by the site they read: a hook skips the work of the sites
+        #: nothing reads (most probes read one or two of the seven)
+        self._by_site: dict[tuple[int, str], list[Probe]] = {}
+        for index, chosen_probes in self.by_module.items():
+            for probe in chosen_probes:
+                self._by_site.setdefault((index, probe.site), []).append(probe)
+        #: where a ``when`` predicate is asked (about a Context made for it) at each call
+        self._asks_when = {key: any(p.when is not None for p in chosen_probes)
+                           for key, chosen_probes in self._by_site.items()}
         self.step = self.epoch = 0
         self.failure: Optional[BaseException] = None
         self._counts: dict[int, int] = {}
@@ -124,16 +129,19 @@ class ProbeEngine:
                            self.table.types[module_index], call_index, site, path)
 
     def _probes(self, module_index: int, call_index: int, site: str) -> list[Probe]:
+        chosen = self._by_site.get((module_index, site), ())
+        if not self._asks_when.get((module_index, site)):
+            return chosen  # type: ignore[return-value]
         context = self._context(module_index, call_index)
-        return [p for p in self.by_module[module_index] if p.site == site and p.wants(context)]
+        return [p for p in chosen if p.wants(context)]
 
     def on_enter(self, module_index: int, args: tuple, kwargs: dict) -> None:
         """Record a call's inputs, positional and keyword, as the call receives them."""
         call_index = self._counts.get(module_index, 0)
         self._counts[module_index] = call_index + 1
         self._open.append(call_index)
-        sites = self._sites[module_index]
-        if "input" not in sites and "grad_input" not in sites:
+        by_site = self._by_site
+        if (module_index, "input") not in by_site and (module_index, "grad_input") not in by_site:
             return
         inputs = tensors_with_paths(args, "args") + tensors_with_paths(kwargs, "kwargs")
         self._record(module_index, call_index, "input", inputs)
@@ -142,15 +150,15 @@ class ProbeEngine:
     def on_leave(self, module_index: int, output: Any) -> None:
         """Record the call's output and parameters."""
         call_index = self._open[-1]
-        sites = self._sites[module_index]
-        if "output" in sites or "grad_output" in sites:
+        by_site = self._by_site
+        if (module_index, "output") in by_site or (module_index, "grad_output") in by_site:
             outputs = tensors_with_paths(output)
             self._record(module_index, call_index, "output", outputs)
             self._hook_grads(module_index, call_index, "grad_output", outputs)
         module = self.table.modules[module_index]
         if module_index in self._lazy:
             self._hook_params(module_index, module)
-        if "param" in sites:
+        if (module_index, "param") in by_site:
             own = [(name, param) for name, param in module.named_parameters(recurse=False)
                    if not is_lazy(param)]
             self._record(module_index, call_index, "param", own)
@@ -160,7 +168,7 @@ class ProbeEngine:
         ``None`` keeps the output."""
         call_index = self._open.pop()
         edited = None
-        if "output" not in self._sites[module_index]:
+        if (module_index, "output") not in self._by_site:
             return None
         for probe in self._probes(module_index, call_index, "output"):
             if probe.edit is not None:

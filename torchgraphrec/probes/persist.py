@@ -53,7 +53,7 @@ def save(store: Store, graph: nx.DiGraph, folder: Union[str, Path]) -> Path:
     kept = {f"{module}{_SEP}{site}": {f"{path}{_SEP}{stat}": reducer.result()
                                        for (path, stat), reducer in slots.items()}
             for (module, site), slots in store.reducers.items()}
-    rows = [[*vars(seen).values(), stat, float(value)] for seen, stat, value in store.rows]
+    rows = [[*seen, stat, float(value)] for seen, stat, value in store.rows]
     index = {"format": _FORMAT, "version": 1, "columns": FRAME_COLUMNS, "rows": rows,
              "graph": json.loads(to_json(graph))}
     buffer = __import__("io").BytesIO()

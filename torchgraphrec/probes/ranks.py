@@ -46,7 +46,7 @@ def _local(store: Store, start: int) -> dict[tuple, Part]:
     for index in range(start, len(store.rows)):
         seen, stat, value = store.rows[index]
         if stat in REDUCIBLE and index in store.numels:
-            found[(tuple(vars(seen).values()), stat)] = (float(value), store.numels[index])
+            found[(tuple(seen), stat)] = (float(value), store.numels[index])
     return found
 
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Union
+from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import torch
 
@@ -17,9 +16,8 @@ __all__ = ["Observation", "Store", "table_of", "FRAME_COLUMNS"]
 FRAME_COLUMNS = ["epoch", "step", "module", "type", "call_index", "site", "path", "stat", "value"]
 
 
-@dataclass(frozen=True)
-class Observation:
-    """Where and when a probe saw a tensor."""
+class Observation(NamedTuple):
+    """Where and when a probe saw a tensor (a tuple: one is made per tensor a probe sees)."""
 
     epoch: int
     step: int
@@ -99,7 +97,7 @@ class Store:
         else:
             values = torch.stack([local_shard(value).to("cpu", torch.float64)
                                   for _, _, value in self.rows])
-            records = [(*vars(seen).values(), stat) for seen, stat, _ in self.rows]
+            records = [(*seen, stat) for seen, stat, _ in self.rows]
             table = pandas.DataFrame(records, columns=FRAME_COLUMNS[:-1])
             table["value"] = values.tolist()
         if self.rank is not None:
