@@ -167,9 +167,9 @@ class ProbeEngine:
         """Apply the output probes' edits (as model code: the recorder sees their ops);
         ``None`` keeps the output."""
         call_index = self._open.pop()
-        edited = None
         if (module_index, "output") not in self._by_site:
             return None
+        edited = None
         for probe in self._probes(module_index, call_index, "output"):
             if probe.edit is not None:
                 edited = probe.edit(output if edited is None else edited)
