@@ -125,6 +125,9 @@ class CallTracker:
             # a quarter of the hooks' dispatch is spent before each hook, a quarter after
             quarter = clock.costs.call >> 2
             t = entered - clock.spent - quarter
+            if t < clock.last:  # the dispatch cost taken off is an estimate: see Clock
+                t = clock.last
+            clock.last = t
             if not stack:
                 self.forward_start = len(calls)
                 self.in_forward = True
@@ -208,6 +211,9 @@ class CallTracker:
             if not stack or calls[stack[-1]].module != module_index:
                 raise RuntimeError("module calls did not nest: a forward hook was skipped")
             t = entered - clock.spent - (clock.costs.call >> 2)
+            if t < clock.last:
+                t = clock.last
+            clock.last = t
             index = stack.pop()
             call = calls[index]
             call.t_end = t
