@@ -20,6 +20,9 @@ of every op does, before naming or building a graph); ``floor:noting+saved`` add
 saved-tensor hooks (grad mode: what counting saved bytes needs). ``--clock thread``
 measures the thread's CPU time instead of wall time (for a machine shared with other work:
 it is blind to time the process spends descheduled, which on an idle machine is the same).
+``--no-collect`` leaves out the ``gc.collect()`` before each sample, a diagnostic, not a
+result: the collector's pass over the heap leaves the caches cold for what runs next, and
+the difference between the two runs is what the cold caches cost each tool.
 A peer that raises is shown as ``FAIL:<exception>``; one not installed as ``-``
 (``pip install -e ".[bench]"``).
 
@@ -60,7 +63,8 @@ FLOPS_MODELS = ("resnet50_like", "gpt2_small")
 PEERS = ("torchviz", "torchview", "torchlens", "torchrecorder")
 
 
-def measure(tool: str, model_name: str, mode: str, budget_s: float, clock: str) -> dict:
+def measure(tool: str, model_name: str, mode: str, budget_s: float, clock: str,
+            collect: bool = True) -> dict:
     """Run in the child process: time one tool on one model in one grad mode."""
     import warnings
 
@@ -89,17 +93,18 @@ def measure(tool: str, model_name: str, mode: str, budget_s: float, clock: str) 
         start = time.perf_counter()
         while len(capture_ns) < 7 or (time.perf_counter() - start < budget_s
                                       and len(capture_ns) < 41):
-            plain_ns.append(_one_call(plain, now))
-            capture_ns.append(_one_call(capture, now))
+            plain_ns.append(_one_call(plain, now, collect))
+            capture_ns.append(_one_call(capture, now, collect))
     forward, captured = statistics.median(plain_ns), statistics.median(capture_ns)
     return {"status": "ok", "forward_ms": forward / 1e6, "capture_ms": captured / 1e6,
             "ratio": captured / forward, "samples": len(capture_ns),
             "module_calls": _count_calls(model, case)}
 
 
-def _one_call(thunk: Callable[[], Any], now: Callable[[], int]) -> int:
+def _one_call(thunk: Callable[[], Any], now: Callable[[], int], collect: bool = True) -> int:
     """Nanoseconds of one call of ``thunk``, the garbage of earlier calls collected first."""
-    gc.collect()
+    if collect:
+        gc.collect()
     start = now()
     thunk()
     return now() - start
@@ -132,7 +137,8 @@ def run_cell(tool: str, model_name: str, mode: str, options: argparse.Namespace)
 def run_child(tool: str, model_name: str, mode: str, options: argparse.Namespace) -> dict:
     """Run :func:`measure` in a fresh interpreter and parse its JSON line."""
     command = [sys.executable, str(Path(__file__)), "--child", tool, model_name, mode,
-               "--budget", str(options.budget), "--clock", options.clock]
+               "--budget", str(options.budget), "--clock", options.clock] \
+        + ([] if options.collect else ["--no-collect"])
     try:
         done = subprocess.run(command, capture_output=True, text=True,
                               timeout=options.timeout, cwd=HERE)
@@ -232,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=4.0, help="seconds of timing per cell")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per cell")
     parser.add_argument("--clock", choices=("wall", "thread"), default="wall")
+    parser.add_argument("--no-collect", dest="collect", action="store_false",
+                        help="no gc.collect() before each sample (a diagnostic: the "
+                             "collector's pass leaves the caches cold for what runs next)")
     parser.add_argument("--processes", type=int, default=5,
                         help="fresh processes per cell (the cell is their median)")
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -241,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
     if options.child:
-        print(json.dumps(measure(*options.child, options.budget, options.clock)))
+        print(json.dumps(measure(*options.child, options.budget, options.clock,
+                                 options.collect)))
         return 0
     from tools import BENCH_MODELS, GRAD_ONLY, TOOLS
 
@@ -254,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     print(f"torch {torch.__version__}, {options.processes} processes per cell, "
-          f"{options.clock} clock", flush=True)
+          f"{options.clock} clock" + ("" if options.collect else ", no gc.collect()"),
+          flush=True)
     models = options.models or list(BENCH_MODELS)
     tools = options.tools or list(TOOLS)
     results: Results = {}

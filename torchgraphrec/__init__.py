@@ -52,4 +52,7 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'torchgraphrec' has no attribute {name!r}")
     module_name, attribute = lazy[name]
     module = importlib.import_module(module_name)
-    return getattr(module, attribute) if attribute else module
+    value = getattr(module, attribute) if attribute else module
+    # found once: later reads (``tgr.record`` at every recording) skip this function
+    globals()[name] = value
+    return value
