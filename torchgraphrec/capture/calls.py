@@ -69,6 +69,10 @@ class CallTracker:
         self._thread = -1
         self._quiet = DisableTorchFunction()
         self._noted: BaseException | None = None
+        # what reaching a hook costs (see Clock): a quarter of it is spent before the hook
+        # runs, half around it, as read once here rather than in every hook
+        self._quarter = state.clock.costs.call >> 2
+        self._half = state.clock.costs.call >> 1
 
     def attach(self) -> None:
         """Start listening (on the calling thread)."""
@@ -122,9 +126,7 @@ class CallTracker:
         try:
             state, events = self.state, self.events
             stack, calls = state.stack, events.calls
-            # a quarter of the hooks' dispatch is spent before each hook, a quarter after
-            quarter = clock.costs.call >> 2
-            t = entered - clock.spent - quarter
+            t = entered - clock.spent - self._quarter
             if t < clock.last:  # the dispatch cost taken off is an estimate: see Clock
                 t = clock.last
             clock.last = t
@@ -141,8 +143,7 @@ class CallTracker:
             number = _autograd_number() if self.keep_breaks else 0
             events.seq += 1
             call = CallRecord(module_index, parent, len(stack), events.seq, t, number,
-                              module.training)
-            call.inputs = inputs
+                              module.training, inputs)
             calls.append(call)
             stack.append(index)
             if self.switch is not None and module_index in self.switch.modules:
@@ -155,7 +156,7 @@ class CallTracker:
             self._fail(exc)
         finally:
             quiet.__exit__(None, None, None)
-            clock.spent += _now() - entered + (clock.costs.call >> 1)
+            clock.spent += _now() - entered + self._half
 
     def _call_inputs(self, args: tuple, kwargs: dict, t: int, parent: int) -> list:
         """The tensor refs a nested call reads (its arguments' values at ``t``)."""
@@ -210,7 +211,7 @@ class CallTracker:
             stack = state.stack
             if not stack or calls[stack[-1]].module != module_index:
                 raise RuntimeError("module calls did not nest: a forward hook was skipped")
-            t = entered - clock.spent - (clock.costs.call >> 2)
+            t = entered - clock.spent - self._quarter
             if t < clock.last:
                 t = clock.last
             clock.last = t
@@ -244,7 +245,7 @@ class CallTracker:
             self._fail(exc)
         finally:
             quiet.__exit__(None, None, None)
-            clock.spent += _now() - entered + (clock.costs.call >> 1)
+            clock.spent += _now() - entered + self._half
 
     def _model_outputs(self, index: int, output: Any, t: int) -> list:
         """The top-level call's outputs, named by their path in what it returned."""

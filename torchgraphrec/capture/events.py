@@ -12,6 +12,8 @@ a ``str`` a param node id.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from types import MappingProxyType
 from typing import Any, Union
 
 __all__ = [
@@ -25,6 +27,8 @@ __all__ = [
 
 Attrs = dict[str, Any]
 Ref = Union[int, str]
+#: The attrs of a call not named yet (read-only: shared by every such call).
+_UNNAMED: Attrs = MappingProxyType({})  # type: ignore[assignment]
 
 
 def layer_id(qualname: str, call_index: int) -> str:
@@ -48,18 +52,20 @@ class CallRecord:
                  "seq_end", "inputs", "outputs", "training", "node_id", "attrs")
 
     def __init__(self, module: int, parent: int, depth: int, seq: int, t_start: int,
-                 seq_start: int, training: bool) -> None:
+                 seq_start: int, training: bool, inputs: list[Ref]) -> None:
         self.module = module
         self.parent = parent
         self.depth = depth
         self.seq = seq
         self.t_start = self.t_end = t_start
         self.seq_start = self.seq_end = seq_start
-        self.inputs: list[Ref] = []
-        self.outputs: list[Ref] = []
+        self.inputs = inputs
+        # no containers made per call only to be replaced: the post-hook sets the outputs
+        # (none where the forward raised), naming the attrs
+        self.outputs: Sequence[Ref] = ()
         self.training = training
         self.node_id = ""
-        self.attrs: Attrs = {}
+        self.attrs: Attrs = _UNNAMED
 
 
 #: A tensor node as noted at a call boundary (or at the first use of a constant), a tuple
