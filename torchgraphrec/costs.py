@@ -95,8 +95,9 @@ def _add_times(timed: list[Attrs]) -> dict[Any, float]:
     children's ``forward_ms`` sum (in the graph's order: the same float sum each time)."""
     inner: dict[Any, float] = {}
     for attrs in timed:
-        # max(0, end - start) in ms, inline: this runs for every layer call and op
-        forward = max(0, attrs["t_end_ns"] - attrs["t_start_ns"]) / _NS_PER_MS
+        # max(0, end - start) in ms, without a call: this runs for every layer call and op
+        span = attrs["t_end_ns"] - attrs["t_start_ns"]
+        forward = span / _NS_PER_MS if span > 0 else 0.0
         attrs["forward_ms"] = forward
         if "t_backward_start_ns" in attrs:
             attrs["backward_ms"] = max(
@@ -115,10 +116,12 @@ def _add_self_times(attrs_of: dict[Any, Attrs], layers: list[tuple[Any, Attrs]],
     for node, attrs in layers:
         attrs["self_ms"] = max(0.0, attrs["forward_ms"] - inner.get(node, 0.0))
         outputs = attrs.get("outputs", ())
-        if len(outputs) == 1:  # the usual call: no comprehension (a call of its own)
+        if len(outputs) == 1:  # the usual call: no list, no comprehension
             output = attrs_of.get(outputs[0])
-            sizes = [] if output is None else [output.get("bytes")]
-        else:
+            size = None if output is None else output.get("bytes")
+            if size is not None:
+                attrs["output_bytes"] = size
+        elif outputs:
             sizes = [attrs_of[t].get("bytes") for t in outputs if t in attrs_of]
-        if sizes and None not in sizes:
-            attrs["output_bytes"] = sum(sizes)
+            if sizes and None not in sizes:
+                attrs["output_bytes"] = sum(sizes)

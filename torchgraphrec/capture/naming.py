@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import repeat
 from math import prod
 from operator import is_not
@@ -220,17 +220,24 @@ class Namer:
     def _name_call_ends(self) -> None:
         """The calls' ``inputs`` and ``outputs`` (inline for the usual single tensor: this
         runs for every call)."""
-        calls, tensor_ids = self.events.calls, self.tensor_ids
+        calls, tensor_ids, ids_of = self.events.calls, self.tensor_ids, self._ids_of
         for index in range(self._named_calls, len(calls)):
             call = calls[index]
             attrs = call.attrs
-            for key, refs in (("inputs", call.inputs), ("outputs", call.outputs)):
-                ref = refs[0] if len(refs) == 1 else None
-                if type(ref) is int and ref < 0:
-                    attrs[key] = (tensor_ids[~ref],)
-                else:
-                    attrs[key] = tuple(dict.fromkeys([self.ref_id(ref) for ref in refs]))
+            # the two ends written out rather than looped over: a loop costs more here
+            refs = call.inputs
+            ref = refs[0] if len(refs) == 1 else None
+            attrs["inputs"] = (tensor_ids[~ref],) if type(ref) is int and ref < 0 \
+                else ids_of(refs)
+            refs = call.outputs
+            ref = refs[0] if len(refs) == 1 else None
+            attrs["outputs"] = (tensor_ids[~ref],) if type(ref) is int and ref < 0 \
+                else ids_of(refs)
         self._named_calls = len(calls)
+
+    def _ids_of(self, refs: Sequence[Ref]) -> tuple[str, ...]:
+        """The distinct node ids ``refs`` name, in order."""
+        return tuple(dict.fromkeys([self.ref_id(ref) for ref in refs]))
 
     def param_nodes(self) -> list[tuple[str, Attrs]]:
         """The param nodes of the parameters and buffers used so far, each described as it is

@@ -76,8 +76,11 @@ def _inputs(state: CaptureState, namer: Namer, boundary: dict, ids: dict, target
         source = namer.tensor_ids[index] if index is not None else ids.get(source_node)
         if source is None and is_leaf_accumulator(source_node):
             ref = state.boundary(source_node.variable, t, owner, "constant")
-            namer.name_pending()
-            source = namer.ref_id(ref)
+            if type(ref) is str:  # a parameter: its node id, nothing new to name
+                source = ref
+            else:
+                namer.name_pending()
+                source = namer.ref_id(ref)
         if source is not None:  # else autograd made it outside this forward
             found.append((t, source, target))
     return found
