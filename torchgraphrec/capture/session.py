@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from torchgraphrec.capture.autograd import is_leaf_accumulator, op_name, place, walk
@@ -10,6 +11,8 @@ from torchgraphrec.capture.naming import Namer
 from torchgraphrec.capture.state import CaptureState
 
 __all__ = ["autograd_ops"]
+
+_first = itemgetter(0)
 
 
 def autograd_ops(state: CaptureState, namer: Namer, breaks: list[tuple[int, int, int]],
@@ -22,8 +25,11 @@ def autograd_ops(state: CaptureState, namer: Namer, breaks: list[tuple[int, int,
     """
     events = state.events
     calls = events.calls[first_call:]
-    indices = list(dict.fromkeys(~ref for call in calls for ref in (*call.inputs, *call.outputs)
-                                 if type(ref) is int))
+    crossing: list[int] = []  # the tensor records at the calls' boundaries
+    for call in calls:
+        crossing += [~ref for ref in call.inputs if type(ref) is int]
+        crossing += [~ref for ref in call.outputs if type(ref) is int]
+    indices = list(dict.fromkeys(crossing))
     boundary: dict[tuple[Any, int], int] = {}
     for index in indices:
         record = events.tensors[index]
@@ -39,11 +45,13 @@ def autograd_ops(state: CaptureState, namer: Namer, breaks: list[tuple[int, int,
         for (_, node, next_functions), (owner, t) in zip(found, placed):
             edges += _inputs(state, namer, boundary, ids, ids[node], next_functions, owner, t)
         edges += _producers(state, namer, boundary, ids, indices)
-        edges.sort(key=lambda edge: edge[0])  # placed times: sorted by seq, t_ns rises
+        edges.sort(key=_first)  # placed times: sorted by seq, t_ns rises
+        seq, t0, append = events.seq, events.t0, events.edges.append
         for t, source, target in edges:
-            kind = "param" if source.startswith("param:") else "flow"
-            events.edges.append((source, target, {"kind": kind, "seq": events.next_seq(),
-                                                  "t_ns": t - events.t0}))
+            seq += 1
+            append((source, target, {"kind": "param" if source.startswith("param:") else "flow",
+                                     "seq": seq, "t_ns": t - t0}))
+        events.seq = seq
         return [(node, ids[node]) for _, node, _ in found]
     finally:
         for index in indices:
