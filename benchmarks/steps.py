@@ -61,14 +61,15 @@ class StepCounter:
 
     def _trace(self, frame: Any, event: str, arg: Any) -> Any:
         path = frame.f_code.co_filename
-        opens = self.inner_files and any(name in path for name in self.inner_files) \
-            and self.label(path) == self.outer
-        if not opens and not any(root in path for root in self.roots):
+        if not any(root in path for root in self.roots):
             return None
+        label = self.label(path)
+        opens = label == self.outer and any(name in path for name in self.inner_files)
         if opens:
             self._inside += 1
+        if self._inside and label != "torch":
+            label = self.inner
         frame.f_trace_opcodes = True
-        label = self.inner if self._inside and self.label(path) != "torch" else self.label(path)
         counts = self.counts
 
         def local(frame: Any, event: str, arg: Any) -> Any:
