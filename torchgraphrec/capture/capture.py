@@ -85,7 +85,7 @@ class Capture:
         self.costs: OpCosts | None = None
         if self.ops == "torch":
             self._make_op_modes(flops)
-            self.state.links = ShardLinks(self.state, has_dtensors(model.parameters()),
+            self.state.links = ShardLinks(self.state, has_dtensors(self.table.parameters()),
                                           self._costs_follow)
         self.tracker.keep_grad_fns = backward and self.ops == "torch"
         self.first_only = first_only

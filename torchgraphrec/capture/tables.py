@@ -158,6 +158,15 @@ class ModuleTable:
         """The index of the module named ``qualname``, if there is one."""
         return self._by_qualname.get(qualname)
 
+    def parameters(self) -> list[Any]:
+        """The model's parameters, each once, as ``model.parameters()`` lists them (without
+        walking the model again: that costs more than the forward of a small layer).
+
+        >>> [tuple(p.shape) for p in ModuleTable(nn.Linear(2, 3)).parameters()]
+        [(3, 2), (3,)]
+        """
+        return [param for _, param in self._params]
+
     def param_totals(self) -> tuple[list[int], list[int], list[int]]:
         """How many parameter elements, bytes and trainable elements (those that require
         grad) each module holds now, nested ones included, by index; a lazy parameter not
