@@ -63,15 +63,33 @@ def _cpu_attention_backward(args: tuple, kwargs: dict, out: Any) -> int:
     return 2 * flop_counter.sdpa_flop_count(query.shape, key.shape, value.shape)
 
 
+def _grouped_mm(args: tuple, kwargs: dict, out: Any) -> int:
+    """``torch._grouped_mm`` (a mixture of experts' experts in one call): its groups' matmuls,
+    as ``bmm`` counts one. Groups split the rows (``2D @ 3D``), the columns (``3D @ 2D``) or
+    the contraction (``2D @ 2D``) at offsets the shapes bound; counted to the shapes, as a
+    formula reads no tensor's values.
+
+    >>> tokens, experts = torch.ones(48, 32), torch.ones(4, 32, 64)
+    >>> _grouped_mm((tokens, experts), {}, torch.ones(48, 64)) == 2 * 48 * 32 * 64
+    True
+    """
+    first, second = args[:2]
+    if first.dim() == 2 and second.dim() == 2:  # (M, K) @ (K, N) -> (groups, M, N)
+        return 2 * first.shape[0] * first.shape[1] * second.shape[1]
+    return 2 * out.numel() * first.shape[-1]
+
+
 #: Kernels ``torch.utils.flop_counter`` has no formula for, counted as what they fuse, so
 #: that a model's FLOPs are the same whichever kernel ran: the CPU attention kernel (as
-#: SDPA's math backend counts it) and the fused fast paths of ``nn.MultiheadAttention``
-#: and ``nn.TransformerEncoderLayer`` (as their Python paths count).
+#: SDPA's math backend counts it), the fused fast paths of ``nn.MultiheadAttention``
+#: and ``nn.TransformerEncoderLayer`` (as their Python paths count), and the grouped
+#: matmul of mixture-of-experts layers (as their loops over experts count).
 _EXTRA_KERNELS: dict[str, Formula] = {
     "_scaled_dot_product_flash_attention_for_cpu": _cpu_attention,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _cpu_attention_backward,
     "_native_multi_head_attention": _native_attention,
     "_transformer_encoder_layer_fwd": _encoder_layer,
+    "_grouped_mm": _grouped_mm,
 }
 EXTRA_FORMULAS: dict[Any, Formula] = {  # a release without one of them lacks its entry
     packet: _EXTRA_KERNELS[name] for name, packet in aten_packets(_EXTRA_KERNELS).items()}

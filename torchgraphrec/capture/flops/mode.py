@@ -5,8 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Optional
 
-from torchgraphrec._torch import HigherOrderOperator, TorchDispatchMode, aten_overloads, \
-    dtensor_local, dtensor_type, has_composite_implicit_kernel, torch_function_all_disabled
+import torch
+
+from torchgraphrec._torch import DisableTorchFunction, HigherOrderOperator, TorchDispatchMode, \
+    aten_overloads, disable_dispatch_modes, dtensor_local, dtensor_type, \
+    has_composite_implicit_kernel, torch_function_all_disabled
 from torchgraphrec.capture.calibrate import dispatch_mode_cost
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.flops.formulas import formula_of
@@ -26,11 +29,18 @@ _METADATA = aten_overloads([
 
 class FlopMode(TorchDispatchMode):
     """Counts the FLOPs of every ATen call below the recorded ops, as
-    ``torch.utils.flop_counter.FlopCounterMode`` counts them (an op without a formula is
-    decomposed where it can be, as it does), into ``add(count)``: the recorder attributes
+    ``torch.utils.flop_counter.FlopCounterMode`` counts them (an op with a decomposition is
+    counted as its decomposition, as it does), into ``add(count)``: the recorder attributes
     them to the op running (or, in a backward, the op whose autograd node runs). Calls made
     with torch functions disabled altogether (the recorder's own work, probe statistics) are
-    not the model's and are not counted. Its own work stops the recording's ``clock``."""
+    not the model's and are not counted. Its own work stops the recording's ``clock``.
+
+    Unlike ``FlopCounterMode``, it never lets a decomposition compute the result: an op
+    that reaches a dispatch mode undecomposed has a kernel of its own (``silu_backward``,
+    ``native_batch_norm``, ``gru``), whose rounding the decomposition need not share, and
+    the model's outputs and gradients must be bit-identical to a plain run's. The
+    decomposition runs on meta tensors of the arguments' shapes to be counted, and the
+    op's own kernel runs for the result."""
 
     def __init__(self, add: Callable[[int], None], clock: Clock) -> None:
         super().__init__()
@@ -50,12 +60,8 @@ class FlopMode(TorchDispatchMode):
         if plan is _PASS:
             return NotImplemented
         decomposable, formula = plan
-        # entering the mode again costs more than most kernels: only where it decomposes
-        if decomposable:
-            with self:
-                decomposed = func.decompose(*args, **kwargs)
-            if decomposed is not NotImplemented:
-                return decomposed
+        if decomposable and self._count_decomposition(func, args, kwargs):
+            return func(*args, **kwargs)
         out = func(*args, **kwargs)
         returned = _now()
         try:
@@ -69,6 +75,24 @@ class FlopMode(TorchDispatchMode):
             clock.spent += _now() - returned
         return out
 
+    def _count_decomposition(self, func: Any, args: tuple, kwargs: dict) -> bool:
+        """Count ``func``'s decomposition on meta tensors; whether it has one that ran
+        (where meta tensors cannot run it, the op is counted by its formula, if any). The
+        user's modes see none of it, and it is the recorder's own time."""
+        clock = self.clock
+        started, spent = _now(), clock.spent
+        try:
+            with disable_dispatch_modes():
+                with DisableTorchFunction():
+                    meta_args, meta_kwargs = _each_tensor(args, _on_meta), \
+                        _each_tensor(kwargs, _on_meta)
+                with self:
+                    return func.decompose(*meta_args, **meta_kwargs) is not NotImplemented
+        except Exception:  # noqa: BLE001 - a decomposition meta tensors cannot run
+            return False
+        finally:  # the handlers it ran added their own time: the whole of it, once
+            clock.spent = spent + _now() - started
+
 
 #: Whether torch functions are off altogether, as for the recorder's own work (a subclass's
 #: default ``__torch_function__`` turns off only subclass handling, and its ops count).
@@ -81,14 +105,33 @@ def types_sharded(types: Any) -> bool:
     return found is not None and any(issubclass(kind, found) for kind in types)
 
 
+def _each_tensor(value: Any, change: Callable[[Any], Any]) -> Any:
+    """``value`` with ``change`` applied to each item in it (at the top, or in a tuple,
+    list or dict) that is not a tuple, list or dict."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_each_tensor(item, change) for item in value)
+    if isinstance(value, dict):
+        return {key: _each_tensor(item, change) for key, item in value.items()}
+    return change(value)
+
+
 def _local(value: Any) -> Any:
     """``value`` with each ``DTensor`` in it (at the top, or in a tuple, list or dict)
     replaced by its local shard."""
-    if isinstance(value, (tuple, list)):
-        return type(value)(_local(item) for item in value)
-    if isinstance(value, dict):
-        return {key: _local(item) for key, item in value.items()}
-    return dtensor_local(value)
+    return _each_tensor(value, dtensor_local)
+
+
+def _on_meta(value: Any) -> Any:
+    """A tensor as an empty one on the meta device, of the shape, strides and dtype this
+    rank computes with (a ``DTensor``'s local shard's); any other value as it is.
+
+    >>> _on_meta(torch.ones(2, 3).t())
+    tensor(..., device='meta', size=(3, 2))
+    """
+    if not isinstance(value, torch.Tensor):
+        return value
+    local = dtensor_local(value)
+    return torch.empty_strided(local.shape, local.stride(), dtype=local.dtype, device="meta")
 
 
 def local_shards(args: tuple, kwargs: dict, out: Any) -> tuple[tuple, dict, Any]:

@@ -1,0 +1,144 @@
+"""The FLOP mode against plain runs and FlopCounterMode: ops with decompositions of their own, grouped matmuls."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+import torchgraphrec as tgr
+from torchgraphrec.recording import backward_loss
+
+
+def _mlp(activation: nn.Module) -> tuple[nn.Module, torch.Tensor]:
+    return nn.Sequential(nn.Linear(16, 64), activation, nn.Linear(64, 4)), torch.randn(8, 16)
+
+
+#: Models whose ops reach a dispatch mode undecomposed though they have a decomposition
+#: (``silu_backward`` and ``mish_backward`` in C++; ``gru``, ``rnn_tanh``,
+#: ``native_batch_norm`` and ``upsample_nearest2d`` in Python): FlopCounterMode lets the
+#: decomposition compute their results, whose rounding may differ from their kernels'.
+DECOMPOSED: dict[str, Callable[[], tuple[nn.Module, torch.Tensor]]] = {
+    "silu": lambda: _mlp(nn.SiLU()),
+    "mish": lambda: _mlp(nn.Mish()),
+    "gru": lambda: (nn.GRU(16, 32, batch_first=True), torch.randn(4, 7, 16)),
+    "rnn": lambda: (nn.RNN(16, 32, batch_first=True), torch.randn(4, 7, 16)),
+    "batch_norm": lambda: (nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)),
+                           torch.randn(2, 3, 9, 9)),
+    "upsample": lambda: (nn.Sequential(nn.Conv2d(3, 8, 3), nn.Upsample(scale_factor=2)),
+                         torch.randn(2, 3, 9, 9)),
+}
+
+
+def _built(name: str) -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return DECOMPOSED[name]()
+
+
+def _tensors(output: Any) -> list[torch.Tensor]:
+    return [output] if isinstance(output, torch.Tensor) else \
+        [item for item in output if isinstance(item, torch.Tensor)]
+
+
+def _run(model: nn.Module, x: torch.Tensor, record: bool) -> tuple[list, list]:
+    """The outputs and parameter gradients of one forward and backward, recorded with
+    FLOPs or plain, from the same state (a batch norm's running statistics included)."""
+    state = {key: value.clone() for key, value in model.state_dict().items()}
+    model.zero_grad(set_to_none=True)
+    if record:
+        output = tgr.record(model, x, backward=True, flops=True).output
+    else:
+        output = model(x)
+        backward_loss(output).backward()
+    grads = [param.grad.clone() for param in model.parameters()]
+    model.load_state_dict(state)
+    return _tensors(output), grads
+
+
+@pytest.mark.parametrize("name", list(DECOMPOSED))
+def test_outputs_and_gradients_stay_bit_identical_where_an_op_has_a_decomposition(
+        name: str) -> None:
+    model, x = _built(name)
+    plain_outputs, plain_grads = _run(model, x, record=False)
+    outputs, grads = _run(model, x, record=True)
+    assert all(torch.equal(a, b) for a, b in zip(plain_outputs, outputs, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(plain_grads, grads, strict=True))
+
+
+@pytest.mark.parametrize("name", list(DECOMPOSED))
+def test_an_op_with_a_decomposition_counts_as_flop_counter_mode_counts_it(name: str) -> None:
+    model, x = _built(name)
+    with FlopCounterMode(display=False) as counter:
+        backward_loss(model(x)).backward()
+    graph = tgr.record(model, x, backward=True, flops=True).graph
+    assert graph.graph["flops"] + graph.graph["backward_flops"] == counter.get_total_flops()
+
+
+def test_the_gru_is_counted_through_its_decomposition() -> None:
+    # its kernel has no formula: only the decomposition on meta tensors counts its matmuls
+    model, x = _built("gru")
+    graph = tgr.record(model, x, flops=True).graph
+    gates, hidden, inputs, steps, batch = 3, 32, 16, 7, 4
+    assert graph.graph["flops"] == 2 * steps * batch * gates * hidden * (inputs + hidden)
+
+
+class _Seen(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.devices: set[str] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: Any = None) -> Any:
+        for value in args:
+            if isinstance(value, torch.Tensor):
+                self.devices.add(value.device.type)
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_users_dispatch_mode_sees_none_of_the_counted_decomposition() -> None:
+    model, x = _built("silu")
+    with _Seen() as seen:
+        tgr.record(model, x, backward=True, flops=True)
+    assert seen.devices == {"cpu"}  # the recorder's meta tensors stay its own
+
+
+@pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="this torch has no _grouped_mm")
+@pytest.mark.parametrize(("first", "second", "offsets"), [
+    ((48, 32), (4, 32, 64), [12, 24, 36, 48]),  # tokens by expert: 2D @ 3D
+    ((4, 12, 32), (4, 32, 64), None),  # a batch of equal groups: 3D @ 3D
+    ((12, 64), (64, 32), [16, 32, 48, 64]),  # groups split the contraction: 2D @ 2D
+])
+def test_a_grouped_matmul_counts_as_its_groups_matmuls(first: tuple, second: tuple,
+                                                       offsets: Any) -> None:
+    class Experts(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(*second))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            offs = None if offsets is None else torch.tensor(offsets, dtype=torch.int32)
+            return torch._grouped_mm(x, self.weight, offs=offs)
+
+    model, x = Experts(), torch.randn(*first, requires_grad=True)
+    with FlopCounterMode(display=False) as counter:  # the same groups as plain matmuls
+        for a, b in _groups(x, model.weight, offsets):
+            _ = a @ b
+    with tgr.Recorder(model, flops=True) as recorder:
+        # not backward_loss's sum: torch's kernel refuses its expanded gradient
+        model(x).pow(2).sum().backward()
+    graph = recorder.graph
+    assert graph.graph["flops"] == counter.get_total_flops() > 0
+    assert graph.graph["backward_flops"] == 2 * graph.graph["flops"]  # a gradient per operand
+
+
+def _groups(a: torch.Tensor, b: torch.Tensor, offsets: Any) -> list[tuple]:
+    if offsets is None:
+        return list(zip(a, b))
+    bounds = list(zip([0] + offsets[:-1], offsets))
+    if b.dim() == 3:
+        return [(a[start:end], expert) for (start, end), expert in zip(bounds, b)]
+    return [(a[:, start:end], b[start:end]) for start, end in bounds]
