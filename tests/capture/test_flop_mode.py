@@ -142,3 +142,14 @@ def _groups(a: torch.Tensor, b: torch.Tensor, offsets: Any) -> list[tuple]:
     if b.dim() == 3:
         return [(a[start:end], expert) for (start, end), expert in zip(bounds, b)]
     return [(a[:, start:end], b[start:end]) for start, end in bounds]
+
+
+def test_an_elementwise_decomposition_runs_on_meta_tensors_once_per_process() -> None:
+    # a ResNet's every batch norm would otherwise pay for a decomposition it counts 0 in
+    from torchgraphrec.capture.flops import mode
+
+    for name in ("silu", "gru"):
+        model, x = _built(name)
+        tgr.record(model, x, backward=True, flops=True)
+    assert torch.ops.aten.silu_backward.default in mode._COUNTS_NOTHING
+    assert torch.ops.aten.gru.input not in mode._COUNTS_NOTHING  # its matmuls count

@@ -9,7 +9,7 @@ from torch.utils import flop_counter
 
 from torchgraphrec._torch import aten_packets, nested_sizes
 
-__all__ = ["EXTRA_FORMULAS", "Formula", "count_flops", "formula_of"]
+__all__ = ["EXTRA_FORMULAS", "Formula", "count_flops", "formula_of", "formulas_version"]
 
 aten = torch.ops.aten
 Formula = Callable[[tuple, dict, Any], int]
@@ -105,6 +105,12 @@ def formula_of(func: Any) -> Formula | None:
         return lambda args, kwargs, out: int(formula(*args, **kwargs, out_val=out))
     extra = EXTRA_FORMULAS.get(packet)
     return None if extra is None else lambda args, kwargs, out: int(extra(args, kwargs, out))
+
+
+def formulas_version() -> int:
+    """A number that changes when a formula is registered (``register_flop_formula``), so
+    that what was worked out with the formulas before can tell it is out of date."""
+    return len(flop_counter.flop_registry)
 
 
 def count_flops(func: Any, args: tuple, kwargs: dict, out: Any) -> int:

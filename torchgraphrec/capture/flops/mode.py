@@ -12,7 +12,7 @@ from torchgraphrec._torch import DisableTorchFunction, HigherOrderOperator, Torc
     has_composite_implicit_kernel, torch_function_all_disabled
 from torchgraphrec.capture.calibrate import dispatch_mode_cost
 from torchgraphrec.capture.clock import Clock
-from torchgraphrec.capture.flops.formulas import formula_of
+from torchgraphrec.capture.flops.formulas import formula_of, formulas_version
 
 __all__ = ["FlopMode", "local_shards"]
 
@@ -61,6 +61,8 @@ class FlopMode(TorchDispatchMode):
             return NotImplemented
         decomposable, formula = plan
         if decomposable and self._count_decomposition(func, args, kwargs):
+            if func in _COUNTS_NOTHING:  # counted once: from now on the kernel alone
+                self._plans[func] = _plan(func)
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
         returned = _now()
@@ -79,19 +81,29 @@ class FlopMode(TorchDispatchMode):
         """Count ``func``'s decomposition on meta tensors; whether it has one that ran
         (where meta tensors cannot run it, the op is counted by its formula, if any). The
         user's modes see none of it, and it is the recorder's own time."""
-        clock = self.clock
+        clock, add = self.clock, self.add
         started, spent = _now(), clock.spent
+        counted = [0]
+        self.add = counted.append
         try:
             with disable_dispatch_modes():
                 with DisableTorchFunction():
                     meta_args, meta_kwargs = _each_tensor(args, _on_meta), \
                         _each_tensor(kwargs, _on_meta)
                 with self:
-                    return func.decompose(*meta_args, **meta_kwargs) is not NotImplemented
+                    if func.decompose(*meta_args, **meta_kwargs) is NotImplemented:
+                        return False
         except Exception:  # noqa: BLE001 - a decomposition meta tensors cannot run
             return False
         finally:  # the handlers it ran added their own time: the whole of it, once
+            self.add = add
             clock.spent = spent + _now() - started
+        total = sum(counted)
+        if total:
+            add(total)
+        elif _all_sized((args, kwargs)):  # a batch norm's, a SiLU gradient's: elementwise
+            _COUNTS_NOTHING[func] = formulas_version()
+        return True
 
 
 #: Whether torch functions are off altogether, as for the recorder's own work (a subclass's
@@ -147,9 +159,28 @@ def local_shards(args: tuple, kwargs: dict, out: Any) -> tuple[tuple, dict, Any]
 #: The plan of an op FlopMode leaves to the next mode.
 _PASS = object()
 
+#: Ops whose decompositions counted no FLOPs (elementwise ones: a batch norm, a SiLU
+#: gradient), by the version of the formulas they were counted with: running one on meta
+#: tensors costs about a millisecond, which a ResNet's every batch norm should not pay.
+_COUNTS_NOTHING: dict[Any, int] = {}
+
+
+def _all_sized(values: Any) -> bool:
+    """Whether every tensor in ``values`` (nested in tuples, lists and dicts) has elements:
+    an empty one may make a decomposition skip what it counts for others."""
+    if isinstance(values, (tuple, list)):
+        return all(_all_sized(item) for item in values)
+    if isinstance(values, dict):
+        return all(_all_sized(item) for item in values.values())
+    return not isinstance(values, torch.Tensor) or values.numel() > 0
+
 
 def _plan(func: Any) -> Any:
     """What :class:`FlopMode` does with ``func``, worked out once per op."""
     if func in _METADATA or isinstance(func, HigherOrderOperator):
         return _PASS
-    return has_composite_implicit_kernel(func), formula_of(func)
+    formula = formula_of(func)
+    if formula is not None:  # as FlopCounterMode: a formula before a decomposition
+        return False, formula
+    return has_composite_implicit_kernel(func) and \
+        _COUNTS_NOTHING.get(func) != formulas_version(), None

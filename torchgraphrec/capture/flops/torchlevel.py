@@ -141,9 +141,10 @@ def _direct_formulas() -> dict[Any, Formula]:
 
 
 #: The ATen ops PyTorch's counter has formulas for, by name: products, convolutions and
-#: attentions (and the fused transformer layer of :data:`EXTRA_FORMULAS`).
-_COUNTED_NAMES = frozenset({"mm", "addmm", "bmm", "baddbmm", "_scaled_mm",
-                            "_transformer_encoder_layer_fwd"})
+#: attentions (and the fused transformer layer and the grouped matmul of
+#: :data:`EXTRA_FORMULAS`).
+_COUNTED_NAMES = frozenset({"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "_grouped_mm",
+                            "_scaled_grouped_mm", "_transformer_encoder_layer_fwd"})
 
 
 def _counted_family(op: Any) -> bool:
