@@ -132,8 +132,9 @@ Costs
     * ``flops`` and ``backward_flops`` (int): floating-point operations by PyTorch's own
       formulas (``torch.utils.flop_counter``): what ``FlopCounterMode`` counts for the ATen
       ops each op ran, with ``flops=True``; attention counts the same whichever kernel ran
-      (the fused kernels it has no formula for count as their unfused matmuls). The graph
-      attributes of the same names hold the model's totals.
+      (the fused kernels it has no formula for count as their unfused matmuls), a grouped
+      matmul as its groups' matmuls, a grouped convolution's backward as its groups'
+      (docs/costs.rst). The graph attributes of the same names hold the model's totals.
     * ``saved_bytes`` (int): the bytes autograd saved for the backward while it ran (each
       storage once, at its full size, a sparse tensor's indices and values; the storages of parameters and of the model's inputs
       not counted), recorded in grad mode. The graph attribute holds the total: what a

@@ -7,6 +7,7 @@ from typing import Any, Callable
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -153,3 +154,38 @@ def test_an_elementwise_decomposition_runs_on_meta_tensors_once_per_process() ->
         tgr.record(model, x, backward=True, flops=True)
     assert torch.ops.aten.silu_backward.default in mode._COUNTS_NOTHING
     assert torch.ops.aten.gru.input not in mode._COUNTS_NOTHING  # its matmuls count
+
+
+#: Grouped convolutions: depthwise, two groups, transposed, in one to three dimensions.
+GROUPED = {
+    "depthwise_1d": lambda: (nn.Conv1d(8, 8, 3, groups=8), torch.randn(2, 8, 11)),
+    "two_groups_2d": lambda: (nn.Conv2d(4, 6, 3, stride=2, groups=2), torch.randn(2, 4, 9, 9)),
+    "transposed_2d": lambda: (nn.ConvTranspose2d(4, 6, 3, groups=2), torch.randn(2, 4, 5, 5)),
+    "depthwise_3d": lambda: (nn.Conv3d(4, 8, 2, groups=4), torch.randn(1, 4, 5, 5, 5)),
+}
+
+
+def _group_by_group(conv: nn.Module, x: torch.Tensor) -> int:
+    """FlopCounterMode's count of ``conv``'s forward and backward run as one ungrouped
+    convolution per group (which its formulas count right), the same loss's gradients."""
+    groups, transposed = conv.groups, isinstance(conv, nn.modules.conv._ConvTransposeNd)
+    inputs, outputs = conv.in_channels // groups, conv.out_channels // groups
+    weights = conv.weight.detach().split(inputs if transposed else outputs)
+    run = getattr(F, f"conv_transpose{x.dim() - 2}d" if transposed else f"conv{x.dim() - 2}d")
+    options = dict(stride=conv.stride, padding=conv.padding, dilation=conv.dilation)
+    x = x.detach().requires_grad_()
+    with FlopCounterMode(display=False) as counter:
+        parts = [run(part, weight.requires_grad_(), **options)
+                 for part, weight in zip(x.split(inputs, dim=1), weights)]
+        backward_loss(torch.cat(parts, dim=1)).backward()
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("name", list(GROUPED))
+def test_a_grouped_convolution_counts_as_its_groups_convolutions(name: str) -> None:
+    torch.manual_seed(0)
+    conv, x = GROUPED[name]()
+    conv.bias = None  # PyTorch counts no bias, whole or by group
+    graph = tgr.record(conv, x.requires_grad_(), backward=True, flops=True).graph
+    assert graph.graph["backward_flops"] == 2 * graph.graph["flops"]  # input and weight
+    assert graph.graph["flops"] + graph.graph["backward_flops"] == _group_by_group(conv, x)

@@ -95,12 +95,53 @@ EXTRA_FORMULAS: dict[Any, Formula] = {  # a release without one of them lacks it
     packet: _EXTRA_KERNELS[name] for name, packet in aten_packets(_EXTRA_KERNELS).items()}
 
 
+def _convolution_backward(args: tuple, kwargs: dict, out: Any) -> int:
+    """PyTorch's formula of ``convolution_backward``, applied to each group of a grouped
+    convolution: on the whole of one it counts the weight's gradient ``groups`` times (as
+    if every output channel read every input channel), a depthwise convolution's 64 times.
+    Its gradients then cost what the convolution costs, as where ``groups`` is 1.
+
+    >>> x, w = torch.ones(2, 8, 5), torch.ones(8, 1, 3)  # depthwise: 8 groups of one
+    >>> out = (torch.ones(2, 8, 5), torch.ones(8, 1, 3), None)
+    >>> args = (torch.ones(2, 8, 3), x, w, None, [1], [0], [1], False, [0], 8,
+    ...         [True, True, False])
+    >>> forward = 2 * 2 * 8 * 3 * 3  # batch × channels × outputs × taps, a multiply-add
+    >>> _convolution_backward(args, {}, out) == 2 * forward
+    True
+    """
+    formula = flop_counter.flop_registry[aten.convolution_backward]
+    groups = args[9]
+    if groups == 1:
+        return int(formula(*args, **kwargs, out_val=out))
+    grad_out, x, weight = (tuple(tensor.shape) for tensor in args[:3])
+
+    def channels(shape: tuple, dim: int) -> tuple:  # one group's share of dimension dim
+        return (*shape[:dim], shape[dim] // groups, *shape[dim + 1:])
+
+    grad_input, grad_weight = (None if result is None else tuple(result.shape)
+                               for result in out[:2])
+    one = formula(channels(grad_out, 1), channels(x, 1), channels(weight, 0), *args[3:],
+                  **kwargs, out_val=(grad_input and channels(grad_input, 1),
+                                     grad_weight and channels(grad_weight, 0), out[2]))
+    return int(one) * groups
+
+
+#: Where PyTorch's own formula miscounts: taken instead of it (not of one registered since).
+_CORRECTED: dict[Any, tuple[Any, Formula]] = {
+    aten.convolution_backward: (getattr(flop_counter, "conv_backward_flop", None),
+                                _convolution_backward)}
+
+
 def formula_of(func: Any) -> Formula | None:
     """How to count the FLOPs of the ATen op ``func``: ``torch.utils.flop_counter``'s
-    formula (those registered with ``register_flop_formula`` included), else
-    :data:`EXTRA_FORMULAS`'s, else ``None``."""
+    formula (those registered with ``register_flop_formula`` included; for a grouped
+    convolution's backward, applied to each group), else :data:`EXTRA_FORMULAS`'s, else
+    ``None``."""
     packet = func._overloadpacket
     formula = flop_counter.flop_registry.get(packet)
+    own, corrected = _CORRECTED.get(packet, (None, None))
+    if formula is not None and formula is own:
+        return corrected
     if formula is not None:
         return lambda args, kwargs, out: int(formula(*args, **kwargs, out_val=out))
     extra = EXTRA_FORMULAS.get(packet)
