@@ -1,4 +1,4 @@
-"""The FLOP mode against plain runs and FlopCounterMode: ops with decompositions of their own, grouped matmuls."""
+"""The FLOP mode against plain runs and FlopCounterMode: decompositions, grouped products."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 import torchgraphrec as tgr
+from torchgraphrec.capture.flops import mode
 from torchgraphrec.recording import backward_loss
 
 
@@ -147,8 +148,6 @@ def _groups(a: torch.Tensor, b: torch.Tensor, offsets: Any) -> list[tuple]:
 
 def test_an_elementwise_decomposition_runs_on_meta_tensors_once_per_process() -> None:
     # a ResNet's every batch norm would otherwise pay for a decomposition it counts 0 in
-    from torchgraphrec.capture.flops import mode
-
     for name in ("silu", "gru"):
         model, x = _built(name)
         tgr.record(model, x, backward=True, flops=True)
