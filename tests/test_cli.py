@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from torchgraphrec.cli import main
+from torchgraphrec.graph import from_json
 
 FACTORY = textwrap.dedent("""
     import torch
@@ -25,6 +26,19 @@ FACTORY = textwrap.dedent("""
 
     def embedder():
         return torch.nn.Embedding(10, 3)
+
+    class Scaled(torch.nn.Module):
+        def forward(self, x, scale=1.0):
+            return x * scale
+
+    def keyword_inputs():
+        return Scaled(), {"x": torch.ones(2), "scale": 3.0}
+
+    def args_and_kwargs():
+        return Scaled(), (torch.ones(2),), {"scale": 3.0}
+
+    def number():
+        return 42
 """)
 
 
@@ -107,6 +121,12 @@ def test_doctor_runs(capsys) -> None:
     (["render", "FILE:model", "-o", "x.svg"], "returned a model without inputs: give --input-shape"),
     (["render", "FILE:model", "--input-shape", "1,x", "-o", "x.svg"], "bad input shape: '1,x'"),
     (["render", "FILE:model", "--input-shape", "1,3,8,8", "-o", "x.bmp"], "unknown format: '.bmp'"),
+    (["render", "FILE:number", "-o", "x.svg"],
+     "must return a torch.nn.Module, (model, inputs) or (model, args, kwargs), got int"),
+    (["render", "FILE:model", "--input-shape", "1,3,8,8", "-o", "x.me-data.json"],
+     "name it with --color-by"),
+    (["render", "FILE:model", "--input-shape", "1,3,8,8", "-o", "no_folder/x.svg"],
+     "no such folder to write 'x.svg' into: 'no_folder'"),
 ])
 def test_errors_are_one_line_with_status_1(argv, match, factory_file, tmp_path, capsys,
                                            monkeypatch) -> None:
@@ -119,11 +139,36 @@ def test_errors_are_one_line_with_status_1(argv, match, factory_file, tmp_path, 
     assert not list(tmp_path.glob("x.*"))
 
 
-def test_usage_errors_exit_with_status_2(capsys) -> None:
+@pytest.mark.parametrize("option, match", [
+    (["--rankdir", "sideways"], "invalid choice: 'sideways'"),
+    (["--depth", "-3"], "depth must be a number >= 0, 'auto' or 'all', got '-3'"),
+])
+def test_usage_errors_exit_with_status_2(option: list, match: str, capsys) -> None:
     with pytest.raises(SystemExit) as exited:
-        main(["render", "x.json", "-o", "x.svg", "--rankdir", "sideways"])
+        main(["render", "x.json", "-o", "x.svg", *option])
     assert exited.value.code == 2
-    assert "invalid choice: 'sideways'" in capsys.readouterr().err
+    assert match in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["keyword_inputs", "args_and_kwargs"])
+def test_a_factory_may_return_keyword_inputs(name: str, factory_file: Path,
+                                             tmp_path: Path) -> None:
+    out = tmp_path / "scaled.json"
+    assert main(["render", f"{factory_file}:{name}", "-o", str(out)]) == 0
+    graph = from_json(out.read_text())
+    ops = [attrs for _, attrs in graph.nodes(data=True) if attrs["kind"] == "op"]
+    assert [op["name"] for op in ops] == ["mul"] and "3.0" in ops[0]["args"]
+
+
+@pytest.mark.parametrize("suffix, key", [(".me.json", "graphs"), (".trace.json", "traceEvents"),
+                                         (".me-data.json", "results")])
+def test_render_writes_the_exports_for_other_tools(suffix: str, key: str, factory_file: Path,
+                                                   tmp_path: Path) -> None:
+    # the drawing options the command line always has are not theirs: they take none
+    out = tmp_path / f"linear{suffix}"
+    assert main(["render", f"{factory_file}:model_and_inputs", "-o", str(out), "--depth", "2",
+                 "--color-by", "flops"]) == 0
+    assert key in out.read_text()
 
 
 def test_python_dash_m_runs_the_cli() -> None:

@@ -24,11 +24,10 @@ def _depth(text: str) -> Any:
     """``--depth``: a number, ``auto`` or ``all``."""
     if text in ("auto", "all"):
         return None if text == "all" else text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"depth must be a number, 'auto' or 'all', got {text!r}") \
-            from None
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"depth must be a number >= 0, 'auto' or 'all', got {text!r}")
+    return int(text)
 
 
 def _add_render_options(parser: argparse.ArgumentParser) -> None:
@@ -116,8 +115,9 @@ def _parser() -> argparse.ArgumentParser:
                     "model, or a model and its inputs), or a recording saved as .json.")
     render.add_argument("target", metavar="TARGET")
     render.add_argument("-o", "--output", required=True, type=Path,
-                        help="file to write; its suffix names the format "
-                             "(.svg .html .png .pdf .dot .gv .json .graphml)")
+                        help="file to write; its suffix names the format (.svg .html .png "
+                             ".pdf .dot .gv .json .graphml; .me.json for Model Explorer, with "
+                             "--color-by NAME .me-data.json; .trace.json for Perfetto)")
     _add_input_options(render)
     render.add_argument("--backward", action="store_true", help="also record a backward pass")
     _add_render_options(render)

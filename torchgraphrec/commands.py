@@ -4,22 +4,46 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
-__all__ = ["load_graph", "dtype_hint", "needs_flops", "render_target", "diff_targets",
-           "summary_target", "doctor_report", "compare_rank_files"]
+__all__ = ["load_graph", "dtype_hint", "needs_flops", "options_for", "render_target",
+           "diff_targets", "summary_target", "doctor_report", "compare_rank_files"]
 
 
-def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]], dtype: str) -> tuple:
+def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]],
+                      dtype: str) -> tuple[Any, tuple, dict]:
+    """The model a factory makes and its inputs as positional and keyword arguments. A
+    factory returns a model, ``(model, inputs)`` with inputs a tensor, a tuple or a dict of
+    keyword arguments, or ``(model, args, kwargs)``; ``--input-shape`` takes the place of
+    its inputs."""
+    from torch import nn
+
     from torchgraphrec.loader import example_inputs, load_factory
 
     made = load_factory(target)()
-    model, inputs = (made if isinstance(made, tuple) and len(made) == 2 else (made, None))
+    parts = made if isinstance(made, tuple) and 1 < len(made) <= 3 else (made,)
+    if not isinstance(parts[0], nn.Module):
+        raise TypeError(f"{target!r} must return a torch.nn.Module, (model, inputs) or "
+                        f"(model, args, kwargs), got {_kind(made)}")
+    model, args, kwargs = parts[0], parts[1] if len(parts) > 1 else None, \
+        parts[2] if len(parts) > 2 else {}
+    if isinstance(args, Mapping) and len(parts) == 2:  # keyword inputs only
+        args, kwargs = (), args
     if shapes:
-        inputs = example_inputs(shapes, dtype)
-    if inputs is None:
+        args, kwargs = example_inputs(shapes, dtype), {}
+    if args is None:
         raise ValueError(f"{target!r} returned a model without inputs: give --input-shape")
-    return model, inputs if isinstance(inputs, tuple) else (inputs,)
+    if not isinstance(kwargs, Mapping):
+        raise TypeError(f"{target!r} returned keyword inputs that are not a mapping: "
+                        f"{_kind(kwargs)}")
+    return model, args if isinstance(args, tuple) else (args,), dict(kwargs)
+
+
+def _kind(value: Any) -> str:
+    """A value's type, and for a tuple the types in it: ``tuple (Linear, int)``."""
+    if isinstance(value, tuple):
+        return f"tuple ({', '.join(type(item).__name__ for item in value)})"
+    return type(value).__name__
 
 
 def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
@@ -32,9 +56,9 @@ def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str =
         return from_json(Path(target).read_text(encoding="utf-8"))
     from torchgraphrec.recorder import record
 
-    model, inputs = _model_and_inputs(target, shapes, dtype)
+    model, args, kwargs = _model_and_inputs(target, shapes, dtype)
     try:
-        return record(model, inputs, backward=backward, flops=flops).graph
+        return record(model, args, kwargs, backward=backward, flops=flops).graph
     except Exception as exc:
         hint = dtype_hint(exc, dtype)
         if hint:
@@ -80,8 +104,32 @@ def render_target(target: str, output: Path, options: dict[str, Any],
     (recorded counting FLOPs where the drawing shows them)."""
     from torchgraphrec.report.write import write
 
+    taken = options_for(output, options)  # before recording anything
     graph = load_graph(target, shapes, dtype, backward, needs_flops(options))
-    return write(graph, output, **options)
+    return write(graph, output, **taken)
+
+
+def options_for(output: Path, options: dict[str, Any]) -> dict[str, Any]:
+    """The command line's drawing ``options`` that a file of ``output``'s format takes: all
+    of them for a drawing or a report, none for an export to another tool, and for Model
+    Explorer's node data the value each node carries (``--color-by``).
+
+    >>> options_for(Path("m.trace.json"), {"depth": 2, "color_by": None})
+    {}
+    >>> options_for(Path("m.me-data.json"), {"depth": 2, "color_by": "flops"})
+    {'data': 'flops'}
+    """
+    from torchgraphrec.report.write import OPTIONS, format_of
+
+    fmt = format_of(output)
+    if fmt not in OPTIONS:
+        return options
+    if fmt != ".me-data.json":
+        return {}
+    if not options.get("color_by"):
+        raise ValueError("a .me-data.json file holds one value per node: name it with "
+                         "--color-by (flops, saved_bytes, forward_ms, params...)")
+    return {"data": options["color_by"]}
 
 
 def diff_targets(targets: Sequence[str], output: Optional[Path] = None,

@@ -28,7 +28,10 @@ def write_atomic(path: PathLike, data: bytes) -> Path:
     b'hello'
     """
     target = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    folder = target.parent or Path(".")
+    if not folder.is_dir():  # else the error would name the temporary file
+        raise FileNotFoundError(f"no such folder to write {target.name!r} into: '{folder}'")
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
