@@ -126,7 +126,7 @@ def test_doctor_runs(capsys) -> None:
     (["render", "FILE:model", "--input-shape", "1,3,8,8", "-o", "x.me-data.json"],
      "name it with --color-by"),
     (["render", "FILE:model", "--input-shape", "1,3,8,8", "-o", "no_folder/x.svg"],
-     "no such folder to write 'x.svg' into: 'no_folder'"),
+     "No such file or directory: 'no_folder'"),  # the folder, not a temporary file in it
 ])
 def test_errors_are_one_line_with_status_1(argv, match, factory_file, tmp_path, capsys,
                                            monkeypatch) -> None:

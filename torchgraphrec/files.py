@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -30,7 +31,7 @@ def write_atomic(path: PathLike, data: bytes) -> Path:
     target = Path(path)
     folder = target.parent or Path(".")
     if not folder.is_dir():  # else the error would name the temporary file
-        raise FileNotFoundError(f"no such folder to write {target.name!r} into: '{folder}'")
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(folder))
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
     try:
         with os.fdopen(handle, "wb") as stream:

@@ -106,3 +106,29 @@ def test_the_page_draws_attentions_projections_q_k_v(browser, tmp_path: Path) ->
         x, y = zip(*(centre(element(page, f"{block}{p}_proj#0", "n")) for p in "qkv"))
         assert x[0] < x[1] < x[2]
         assert max(y) - min(y) < 1
+
+
+_BOXES_IN_VIEW = """() => {
+  const R = document.querySelector('%s').tgr, canvas = R.host.getBoundingClientRect();
+  return [...R.svg.querySelectorAll('g.node')].filter((e) => { const r = e.getBoundingClientRect();
+    return r.width > 0 && r.right > canvas.left && r.left < canvas.right && r.bottom > canvas.top && r.top < canvas.bottom; }).length;
+}""" % ROOT
+
+
+def test_a_drawing_too_big_to_read_whole_opens_on_the_boxes_the_flow_comes_in_by(
+        browser, tmp_path: Path) -> None:
+    # T5's encoder and decoder side by side: the middle of the drawing's top is empty
+    pytest.importorskip("transformers")
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=4,
+                      num_decoder_layers=4, num_heads=4)
+    ids = torch.randint(0, 64, (1, 8))
+    recording = tgr.record(T5ForConditionalGeneration(config).eval(), (),
+                           {"input_ids": ids, "decoder_input_ids": ids})
+    with loaded_report(browser, recording.render(tmp_path / "t5.html"), fit=False) as loaded:
+        settle(loaded.page)
+        assert loaded.page.evaluate(_BOXES_IN_VIEW) > 0
+    assert loaded.problems == []

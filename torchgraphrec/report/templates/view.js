@@ -76,19 +76,43 @@ function tgrFit(R) {
 /* Drawing units per pixel above which 10-point labels are too small to read. */
 var TGR_READABLE = 1.5;
 
-/* A new drawing without an anchor: all of it where it is readable so, else its start (where
-   the flow comes in) at a readable zoom; Fit shows all of it. */
+/* A new drawing without an anchor: all of it where it is readable so, else its start (the
+   first box the flow comes in by) at a readable zoom; Fit shows all of it. */
 function tgrOpeningView(R) {
   const svg = R.svg, rect = svg.getBoundingClientRect();
   tgrFit(R);
   if (!rect.width || tgrScale(svg) <= TGR_READABLE) return;
-  const [x, y, w, h] = tgrBox(svg), scale = 1.1, margin = 16;
   const rankdir = (R.state || R.config.preset).rankdir;
+  const first = tgrFirstBox(svg, rankdir);
+  // the drawing's start edge (its clusters' titles above the first box in view), across
+  // at the first box
+  const [x, y, w, h] = tgrBox(svg), scale = 1.1, margin = 16;
+  const [fx, fy, fw, fh] = first ? tgrExtent(svg, first) : [x, y, w, h];
   const across = rankdir === "TB" || rankdir === "BT";
   const at = across
-    ? [x + w / 2, rankdir === "TB" ? y : y + h, rect.left + rect.width / 2, rankdir === "TB" ? rect.top + margin : rect.bottom - margin]
-    : [rankdir === "LR" ? x : x + w, y + h / 2, rankdir === "LR" ? rect.left + margin : rect.right - margin, rect.top + rect.height / 2];
+    ? [fx + fw / 2, rankdir === "TB" ? y : y + h, rect.left + rect.width / 2, rankdir === "TB" ? rect.top + margin : rect.bottom - margin]
+    : [rankdir === "LR" ? x : x + w, fy + fh / 2, rankdir === "LR" ? rect.left + margin : rect.right - margin, rect.top + rect.height / 2];
   tgrPutAt(svg, scale, at[0], at[1], at[2], at[3]);
+}
+
+/* The box the flow comes in by: the one nearest the drawing's start (its top where it runs
+   top to bottom, and so on), and of those as near, the one nearest its middle across. The
+   middle of a wide drawing's start may be empty cluster space (T5's, between its encoder
+   and decoder). */
+function tgrFirstBox(svg, rankdir) {
+  const whole = svg.getBoundingClientRect(), across = rankdir === "TB" || rankdir === "BT";
+  const middle = across ? whole.left + whole.width / 2 : whole.top + whole.height / 2;
+  const start = {TB: (r) => r.top, BT: (r) => -r.bottom, LR: (r) => r.left, RL: (r) => -r.right}[rankdir] || ((r) => r.top);
+  let best = null, bestStart = Infinity, bestOff = Infinity;
+  for (const node of svg.querySelectorAll("g.node")) {
+    const r = node.getBoundingClientRect();
+    if (!r.width) continue;
+    const at = start(r), off = Math.abs((across ? r.left + r.width / 2 : r.top + r.height / 2) - middle);
+    if (at < bestStart - 1 || (at <= bestStart + 1 && off < bestOff)) {
+      best = node; bestStart = Math.min(at, bestStart); bestOff = off;
+    }
+  }
+  return best;
 }
 
 /* Zoom so that `element` is in the middle at about its natural size (readable, with its
