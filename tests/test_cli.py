@@ -236,7 +236,7 @@ def test_diff_exits_1_when_they_differ_and_writes_the_union(diff_file: Path, tmp
     (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "-o", "x.graphml"],
      r"unknown format for a diff: '.graphml' \(must be one of \['.dot', '.gv', '.html', "),
     (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "-o", "x.bmp"],
-     r"unknown format: '.bmp' \(must be one of "),
+     r"unknown format for a diff: '.bmp' \(must be one of \['.dot', '.gv', '.html', "),
     (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "-o", "x.svg", "--theme",
       "dark"], None),
     (["diff", "FILE:narrow", "FILE:wide"], "returned a model without inputs"),
@@ -264,6 +264,11 @@ def test_diff_usage_errors_exit_with_status_2(capsys) -> None:
         main(["diff", "only-one.json"])
     assert exited.value.code == 2
     assert "the following arguments are required: B" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # the verb's usage, not the top level's
+        main(["diff", "a.json", "b.json", "--bogus"])
+    assert exited.value.code == 2
+    assert "torchgraphrec diff: error: unrecognized arguments: --bogus" in \
+        capsys.readouterr().err
 
 
 def test_diff_of_saved_recordings_never_imports_torch(tmp_path: Path) -> None:

@@ -140,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
                     "different, 2 trouble.")
     ranks.add_argument("folder", metavar="DIR", type=Path)
     commands.add_parser("doctor", help="show which layout engines were found and what they write")
+    parser.set_defaults(verbs=commands.choices)  # each verb's parser, for its own usage errors
     return parser
 
 
@@ -222,7 +223,9 @@ def error_text(exc: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
-    options = _parser().parse_args(argv)
+    options, unknown = _parser().parse_known_args(argv)
+    if unknown:  # the verb's usage, not the top level's
+        options.verbs[options.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     handlers = {"render": _render, "diff": _diff, "summary": _summary, "demo": _demo,
                 "doctor": _doctor, "ranks": _ranks}
     try:

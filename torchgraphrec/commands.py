@@ -142,14 +142,25 @@ def diff_targets(targets: Sequence[str], output: Optional[Path] = None,
     from torchgraphrec.compare.draw import FORMATS
     from torchgraphrec.report.write import format_of
 
-    if output is not None and format_of(output) not in FORMATS:  # before recording anything
-        raise ValueError(f"unknown format for a diff: {format_of(output)!r} (must be one of "
-                         f"{list(FORMATS)})")
+    if output is not None and _written_format(output) not in FORMATS:  # before recording
+        # anything; a diff's formats, not every format render writes
+        raise ValueError(f"unknown format for a diff: {Path(output).suffix.lower()!r} (must be "
+                         f"one of {list(FORMATS)})")
     flops = needs_flops(options or {})
     found = diff(*(load_graph(target, shapes, dtype, flops=flops) for target in targets))
     if output is not None:
         found.render(output, **({} if format_of(output) == ".json" else options or {}))
     return found
+
+
+def _written_format(output: Path) -> Optional[str]:
+    """The format suffix of ``output`` where it names one that ``render`` writes."""
+    from torchgraphrec.report.write import format_of
+
+    try:
+        return format_of(output)
+    except ValueError:
+        return None
 
 
 def doctor_report() -> list[str]:
@@ -197,7 +208,16 @@ def compare_rank_files(folder: Path) -> Any:
     if not paths:
         raise FileNotFoundError(f"no rank-N.json in {str(folder)!r} "
                                 f"(written by Recorder(..., save_dir=...))")
-    return compare_ranks([from_json(path.read_text(encoding="utf-8")) for path in paths])
+    return compare_ranks([_rank_graph(path, from_json) for path in paths])
+
+
+def _rank_graph(path: Path, from_json: Any) -> Any:
+    """The graph a rank file holds; where it holds none, the error names the file."""
+    try:
+        return from_json(path.read_text(encoding="utf-8"))
+    except Exception as exc:
+        exc.add_note(f"in {path}")
+        raise
 
 
 def _rank_number(path: Path) -> int:

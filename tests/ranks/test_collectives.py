@@ -320,3 +320,7 @@ def test_the_ranks_command_exits_0_when_the_same_and_2_on_error(tmp_path, capsys
     assert "no rank-N.json" in capsys.readouterr().err
     (tmp_path / "rank-1.json").write_text("{", encoding="utf-8")
     assert main(["ranks", str(tmp_path)]) == 2
+    assert f"in {tmp_path / 'rank-1.json'}" in capsys.readouterr().err  # which file
+    (tmp_path / "rank-1.json").unlink()
+    assert main(["ranks", str(tmp_path)]) == 0
+    assert "1 rank, rank 0: nothing to compare it with" in capsys.readouterr().out

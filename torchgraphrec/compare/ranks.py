@@ -95,6 +95,8 @@ class RankComparison:
     def summary(self) -> str:
         """One line for all ranks, then one per divergent rank saying where it parts."""
         if self.same:
+            if len(self.ranks) == 1:
+                return f"1 rank, rank {self.ranks[0]}: nothing to compare it with"
             return f"{len(self.ranks)} ranks ran the same graph (ranks {self.ranks})"
         lines = [f"{len(self.divergent)} of {len(self.ranks)} ranks differ from rank "
                  f"{self.ranks[0]}: {self.divergent}"]
