@@ -142,10 +142,11 @@ def diff_targets(targets: Sequence[str], output: Optional[Path] = None,
     from torchgraphrec.compare.draw import FORMATS
     from torchgraphrec.report.write import format_of
 
-    if output is not None and _written_format(output) not in FORMATS:  # before recording
-        # anything; a diff's formats, not every format render writes
-        raise ValueError(f"unknown format for a diff: {Path(output).suffix.lower()!r} (must be "
-                         f"one of {list(FORMATS)})")
+    written = None if output is None else _written_format(output)
+    if output is not None and written not in FORMATS:  # before recording anything; a
+        # diff's formats, not every format render writes
+        raise ValueError(f"unknown format for a diff: {written or Path(output).suffix.lower()!r} "
+                         f"(must be one of {list(FORMATS)})")
     flops = needs_flops(options or {})
     found = diff(*(load_graph(target, shapes, dtype, flops=flops) for target in targets))
     if output is not None:
@@ -202,17 +203,18 @@ def compare_rank_files(folder: Path) -> Any:
     """The :class:`~torchgraphrec.RankComparison` of the ``rank-N.json`` files in ``folder``
     (torch is not imported)."""
     from torchgraphrec.compare.ranks import compare_ranks
-    from torchgraphrec.graph import from_json
 
     paths = sorted(Path(folder).glob("rank-*.json"), key=_rank_number)
     if not paths:
         raise FileNotFoundError(f"no rank-N.json in {str(folder)!r} "
                                 f"(written by Recorder(..., save_dir=...))")
-    return compare_ranks([_rank_graph(path, from_json) for path in paths])
+    return compare_ranks([_rank_graph(path) for path in paths])
 
 
-def _rank_graph(path: Path, from_json: Any) -> Any:
+def _rank_graph(path: Path) -> Any:
     """The graph a rank file holds; where it holds none, the error names the file."""
+    from torchgraphrec.graph import from_json
+
     try:
         return from_json(path.read_text(encoding="utf-8"))
     except Exception as exc:
