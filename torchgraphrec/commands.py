@@ -140,7 +140,6 @@ def diff_targets(targets: Sequence[str], output: Optional[Path] = None,
     drawing ``options`` (or write its union graph, ``.json``)."""
     from torchgraphrec.compare import diff
     from torchgraphrec.compare.draw import FORMATS
-    from torchgraphrec.report.write import format_of
 
     written = None if output is None else _written_format(output)
     if output is not None and written not in FORMATS:  # before recording anything; a
@@ -150,7 +149,7 @@ def diff_targets(targets: Sequence[str], output: Optional[Path] = None,
     flops = needs_flops(options or {})
     found = diff(*(load_graph(target, shapes, dtype, flops=flops) for target in targets))
     if output is not None:
-        found.render(output, **({} if format_of(output) == ".json" else options or {}))
+        found.render(output, **({} if written == ".json" else options or {}))
     return found
 
 
