@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import torchgraphrec as tgr
 from llama import gpt2_tiny
@@ -26,6 +27,67 @@ def gpt2_report(tmp_path_factory) -> Path:
 def _fresh_layouts(page: Any) -> int:
     """How many modules the last drawing laid out (the others came from the cache)."""
     return int(page.evaluate(f"() => document.querySelector('{ROOT}').tgr.svg.dataset.layouts"))
+
+
+_LOOSE_ENDS = """() => {
+  const svg = document.querySelector('%s').tgr.svg, root = svg.querySelector('g.graph');
+  const ends = (path) => {
+    const m = root.getCTM().inverse().multiply(path.getCTM()), n = path.getTotalLength();
+    return [path.getPointAtLength(0), path.getPointAtLength(n)].map((p) => p.matrixTransform(m));
+  };
+  const all = [...svg.querySelectorAll('g.edge path')].map((p) => [p, p.closest('g.edge').id, ...ends(p)]);
+  const parts = all.filter(([, id]) => /-(in|out)$/.test(id)), loose = [];
+  for (const [path, id, start, end] of parts) {
+    const entering = id.endsWith('-in'), at = entering ? start : end;
+    const meets = ([other, , s, e]) => other !== path && Math.hypot((entering ? e : s).x - at.x,
+                                                                     (entering ? e : s).y - at.y) < 0.5;
+    if (!all.some(meets)) loose.push(id);
+  }
+  return {parts: parts.length, loose};
+}""" % ROOT
+
+
+def test_an_edge_crossing_a_modules_frame_is_one_line(browser, gpt2_report) -> None:
+    # each open module is laid out on its own: the part of an edge inside starts (ends) at a
+    # port Graphviz placed there, the part outside ends (starts) where it met the module's box
+    with loaded_report(browser, gpt2_report, fit=False) as loaded:
+        page = loaded.page
+        for opened in ("layer:h.0.attn.c_attn#0", "layer:wte#0"):
+            act(page, element(page, opened, "n").dispatch_event, "dblclick")
+        found = page.evaluate(_LOOSE_ENDS)
+        assert found["parts"] >= 10
+        assert found["loose"] == []
+        act(page, page.select_option, f"{ROOT} select.tgr-rankdir", "LR")
+        found = page.evaluate(_LOOSE_ENDS)
+        assert found["parts"] >= 10
+        assert found["loose"] == []
+    assert loaded.problems == []
+
+
+class _Residual(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(x).relu()
+
+
+def test_what_one_module_hands_the_next_leaves_it_as_one_line(browser, tmp_path: Path) -> None:
+    # the stem's ReLU feeds the block's conv and its sum: one line between the two frames,
+    # which splits inside the block, and no second stub leaving the stem (the page's own
+    # layout, per module, as after any action)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()),
+                                _Residual())
+    path = tgr.record(model, torch.randn(1, 3, 8, 8)).render(tmp_path / "residual.html")
+    with loaded_report(browser, path, fit=False) as loaded:
+        page = loaded.page  # opening the block's conv: the page lays the view out per module
+        act(page, element(page, "layer:1.conv#0", "n").dispatch_event, "dblclick")
+        found = page.evaluate(_LOOSE_ENDS)
+        assert found["parts"] >= 3
+        assert found["loose"] == []
+    assert loaded.problems == []
 
 
 def test_an_action_lays_out_only_the_modules_it_changed(browser, gpt2_report) -> None:
