@@ -194,3 +194,25 @@ def test_a_drawing_too_big_to_read_whole_opens_on_the_boxes_the_flow_comes_in_by
         settle(loaded.page)
         assert loaded.page.evaluate(_BOXES_IN_VIEW) > 0
     assert loaded.problems == []
+
+
+_SCALE_AND_OFFSET = """() => {
+  const R = document.querySelector('%s').tgr, canvas = R.host.getBoundingClientRect();
+  const drawn = R.svg.querySelector('g.graph').getBoundingClientRect();
+  return [tgrScale(R.svg), drawn.left + drawn.width / 2 - (canvas.left + canvas.width / 2),
+          drawn.top + drawn.height / 2 - (canvas.top + canvas.height / 2)];
+}""" % ROOT
+
+
+def test_a_small_drawing_opens_at_its_own_size_in_the_middle(browser, tmp_path: Path) -> None:
+    # fitted to the canvas, three Linear/ReLU boxes were drawn at 1.4 times their size
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    path = tgr.record(model, torch.randn(3, 8)).render(tmp_path / "mlp.html")
+    with loaded_report(browser, path, fit=False) as loaded:
+        settle(loaded.page)
+        scale, dx, dy = loaded.page.evaluate(_SCALE_AND_OFFSET)
+        assert scale == pytest.approx(0.75, abs=0.01)  # Graphviz's points, as browsers show them
+        assert abs(dx) < 2 and abs(dy) < 2
+        loaded.page.click(f"{ROOT} .tgr-fit")  # all of it, as big as the canvas allows
+        assert loaded.page.evaluate(_SCALE_AND_OFFSET)[0] < 0.7
+    assert loaded.problems == []

@@ -76,12 +76,23 @@ function tgrFit(R) {
 /* Drawing units per pixel above which 10-point labels are too small to read. */
 var TGR_READABLE = 1.5;
 
-/* A new drawing without an anchor: all of it where it is readable so, else its start (the
-   first box the flow comes in by) at a readable zoom; Fit shows all of it. */
+/* Drawing units per screen pixel at the drawing's own size (Graphviz's points, as a
+   browser shows them). */
+var TGR_NATURAL = 0.75;
+
+/* A new drawing without an anchor: all of it where it is readable so (a small one at its
+   own size in the middle, not blown up to the canvas), else its start (the first box the
+   flow comes in by) at a readable zoom; Fit shows all of it. */
 function tgrOpeningView(R) {
   const svg = R.svg, rect = svg.getBoundingClientRect();
   tgrFit(R);
-  if (!rect.width || tgrScale(svg) <= TGR_READABLE) return;
+  if (!rect.width) return;
+  if (tgrScale(svg) < TGR_NATURAL) {
+    const [x, y, w, h] = tgrBox(svg);
+    tgrPutAt(svg, TGR_NATURAL, x + w / 2, y + h / 2, rect.left + rect.width / 2, rect.top + rect.height / 2);
+    return;
+  }
+  if (tgrScale(svg) <= TGR_READABLE) return;
   const rankdir = (R.state || R.config.preset).rankdir;
   const first = tgrFirstBox(svg, rankdir);
   // the drawing's start edge (its clusters' titles above the first box in view), across
