@@ -64,6 +64,52 @@ def test_an_edge_crossing_a_modules_frame_is_one_line(browser, gpt2_report) -> N
     assert loaded.problems == []
 
 
+_THROUGH_BOXES = """() => {
+  const svg = document.querySelector('%s').tgr.svg, root = svg.querySelector('g.graph');
+  const inRoot = (element) => root.getCTM().inverse().multiply(element.getCTM());
+  const boxes = [...svg.querySelectorAll('g.node[id]')].map((node) => {
+    const b = node.getBBox(), m = inRoot(node);
+    const a = new DOMPoint(b.x, b.y).matrixTransform(m), c = new DOMPoint(b.x + b.width, b.y + b.height).matrixTransform(m);
+    return [node.id.slice(2), a.x + 3, a.y + 3, c.x - 3, c.y - 3];
+  });
+  const found = [];
+  for (const path of svg.querySelectorAll('g.edge path')) {
+    const id = path.closest('g.edge').id, m = inRoot(path), n = path.getTotalLength();
+    for (const [box, x0, y0, x1, y1] of boxes) {
+      if (id.includes(box)) continue;  // its own ends
+      let inside = 0;
+      for (let s = 0; s <= n; s += 2) {
+        const q = path.getPointAtLength(s).matrixTransform(m);
+        if (q.x > x0 && q.x < x1 && q.y > y0 && q.y < y1) inside++;
+      }
+      if (inside > 2) found.push([id, box]);
+    }
+  }
+  return found;
+}""" % ROOT
+
+
+def test_joined_edges_go_round_boxes_and_enter_attention_by_its_corners(browser,
+                                                                        tmp_path: Path) -> None:
+    # Llama with every leaf open: the rotary embedding's cos and sin enter the attention far
+    # above the ops they feed, and q, k and v enter attention by compass points
+    pytest.importorskip("transformers")
+    from helpers import fresh
+
+    path = tgr.record(*fresh("llama")).render(tmp_path / "llama.html")
+    with loaded_report(browser, path, fit=False) as loaded:
+        page = loaded.page
+        act(page, page.click, f'{ROOT} .tgr-opt[data-opt="leaves"]')
+        for flow in ("TB", "LR"):
+            if flow != "TB":
+                act(page, page.select_option, f"{ROOT} select.tgr-rankdir", flow)
+            found = page.evaluate(_LOOSE_ENDS)
+            assert found["parts"] >= 30
+            assert found["loose"] == []
+            assert page.evaluate(_THROUGH_BOXES) == []
+    assert loaded.problems == []
+
+
 class _Residual(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()

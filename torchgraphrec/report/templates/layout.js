@@ -82,8 +82,9 @@ function tgrLocalEdges(composed, members) {
 function tgrLocalName(x) { return typeof x === "string" ? x : "n" + x; }
 
 /* The DOT of one container: its own frame (the module's cluster, as the composer writes
-   it), its nodes, its open children as fixed-size boxes, its ports and edges. */
-function tgrLocalDot(P, composed, c, members, edges, ports, sizes) {
+   it), its nodes, its open children as fixed-size boxes (with their ports: tgrPortBox), its
+   own ports and edges (``hooks``: the ends of those that meet a child's port, by title). */
+function tgrLocalDot(P, composed, c, members, edges, ports, sizes, hooks) {
   const {D} = P, {parts} = composed, inner = c !== -1, tab = inner ? "\t\t" : "\t";
   const lines = [composed.head];
   if (inner) lines.push(`\tsubgraph cluster_0 {\n\t\tgraph${parts.cluster.get(c)}\n`);
@@ -93,22 +94,45 @@ function tgrLocalDot(P, composed, c, members, edges, ports, sizes) {
   for (const m of members) {
     const name = tgrLocalName(m);
     if (sizes.has(m)) {
-      const [w, h] = sizes.get(m);
-      lines.push(`${tab}${name} [label="" id="p-${name}" color=transparent fillcolor=transparent ` +
-        `fixedsize=true height=${(h / 72).toFixed(3)} shape=box style=filled width=${(w / 72).toFixed(3)}]\n`);
+      const [w, h, places] = sizes.get(m);
+      lines.push(`${tab}${tgrPortBox(name, w, h, places, composed.rankdir)}\n`);
     } else {
       const [own, extra] = parts.node.get(m);
       lines.push(`${tab}${name} [${own}${spine.has(name) ? " group=spine" : ""} ${extra}]\n`);
     }
   }
-  for (const name of ports) lines.push(`${tab}${name} [label="" height=0.01 shape=point style=invis width=0.01]\n`);
+  // in the order of the first member each port feeds or is fed by: Graphviz starts its
+  // ordering from the text's, and q, k and v keep their row's order beside a port the
+  // rotary embedding's cos and sin enter by, which feeds ops further down
+  const first = new Map(members.map((m, k) => [tgrLocalName(m), k]));
+  const reach = new Map(ports.map((name) => [name, Infinity]));
+  for (const [from, to] of pairs) {
+    for (const [port, other] of [[from, to], [to, from]]) {
+      if (reach.has(port)) reach.set(port, Math.min(reach.get(port), first.get(other) ?? Infinity));
+    }
+  }
+  const ordered = [...ports].sort((a, b) => reach.get(a) - reach.get(b));
+  for (const name of ordered) lines.push(`${tab}${name} [label="" height=0.01 shape=point style=invis width=0.01]\n`);
+  // where the flow enters the module and where it leaves: else Graphviz puts an entry port
+  // beside its targets, however far inside they are, and the line to it crosses the rest
+  for (const [kind, rank] of [["pi", "min"], ["po", "max"]]) {
+    const row = ordered.filter((name) => name.startsWith(kind));
+    if (row.length) lines.push(`${tab}{rank=${rank}; ${row.join("; ")}}\n`);
+  }
   tgrLocalBeside(D, members, pairs, sizes, tab, lines);
   // the boxes that make attention's q, k, v on one rank, in order (as the composer does)
   for (const [cluster, row] of parts.rows || []) {
     if (cluster === c) lines.push(`${tab}{rank=same; ${row.map(tgrLocalName).join(" -> ")} [style=invis]}\n`);
   }
   if (inner) lines.push("\t}\n");
-  for (const [from, to, attrs] of pairs) lines.push(`\t${from} -> ${to} [${attrs}]\n`);
+  for (const [from, to, attrs] of pairs) {
+    const hook = hooks.get(from + "->" + to) || {};
+    // a child's port, not the compass point an edge enters attention by, is where it ends
+    let own = attrs;
+    if (hook.to) own = own.replace(/ headport=\S+/, "");
+    if (hook.from) own = own.replace(/ tailport=\S+/, "");
+    lines.push(`\t${hook.from || from} -> ${hook.to || to} [${own}]\n`);
+  }
   if (!inner) lines.push(composed.legend);
   lines.push("}\n");
   return lines.join("");
@@ -134,11 +158,13 @@ function tgrOutline(shape) {
   return [x0, y0, x1, y1];
 }
 
-/* One laid-out container, parsed once: its SVG and its frame's box (its own coordinates). */
+/* One laid-out container, parsed once: its SVG, its frame's box (its own coordinates) and
+   where its ports are in that box (tgrPortPlaces). */
 function tgrLaidOut(viz, dot, inner) {
   const svg = tgrParseSvg(viz.renderString(dot, {format: "svg"}));
   const frame = inner ? svg.querySelector("g.cluster path, g.cluster polygon") : null;
-  return {svg, box: frame ? tgrOutline(frame) : null};
+  const box = frame ? tgrOutline(frame) : null;
+  return {svg, box, ports: box ? tgrPortPlaces(svg, box) : new Map()};
 }
 
 /* The page-wide cache of laid-out containers, by DOT text. */
@@ -149,11 +175,14 @@ var TGR_LAYOUTS = new Map();
 function tgrLayOut(P, composed, viz) {
   const members = tgrContainers(P, composed), {local, ports, joins} = tgrLocalEdges(composed, members);
   const sizes = new Map(), laid = new Map();
+  composed.rankdir = (composed.head.match(/rankdir=([A-Z]+)/) || [, "TB"])[1];
   let fresh = 0;
   const visit = (c) => {
     for (const m of members.get(c)) if (members.has(m)) visit(m);
-    const own = new Map(members.get(c).filter((m) => members.has(m)).map((m) => [m, sizes.get(m)]));
-    const dot = tgrLocalDot(P, composed, c, members.get(c), local.get(c), ports.get(c), own);
+    const children = members.get(c).filter((m) => members.has(m));
+    const own = new Map(children.map((m) => [m, sizes.get(m)]));
+    const hooks = tgrHooks(children, joins, laid, composed.rankdir);
+    const dot = tgrLocalDot(P, composed, c, members.get(c), local.get(c), ports.get(c), own, hooks);
     let found = TGR_LAYOUTS.get(dot);
     if (!found) {
       found = tgrLaidOut(viz, dot, c !== -1);
@@ -162,29 +191,29 @@ function tgrLayOut(P, composed, viz) {
       TGR_LAYOUTS.set(dot, found);
     }
     laid.set(c, found);
-    if (found.box) sizes.set(c, [found.box[2] - found.box[0], found.box[3] - found.box[1]]);
+    if (found.box) sizes.set(c, [found.box[2] - found.box[0], found.box[3] - found.box[1], found.ports]);
   };
   visit(-1);
-  const {svg} = tgrAssemble(members, laid, joins, -1);
+  const {svg} = tgrAssemble(members, laid, {joins, rankdir: composed.rankdir}, -1);
   svg.dataset.layouts = String(fresh);
   return svg;
 }
 
 /* A container's drawing with its open children placed in their boxes, recursively, each
    edge crossing a frame joined (see tgrJoin); also its own edges (tgrOwnEdges). */
-function tgrAssemble(members, laid, joins, c) {
+function tgrAssemble(members, laid, flow, c) {
   const svg = laid.get(c).svg.cloneNode(true), own = tgrOwnEdges(svg);
   for (const m of members.get(c)) {
     if (!members.has(m)) continue;
     const slot = svg.querySelector(`[id="p-${tgrLocalName(m)}"]`);
     if (!slot) continue;
-    const child = tgrAssemble(members, laid, joins, m), box = laid.get(m).box;
+    const child = tgrAssemble(members, laid, flow, m), box = laid.get(m).box;
     const target = tgrOutline(slot.querySelector("polygon, path"));
     const g = document.createElementNS(svg.namespaceURI, "g");
     const dx = (target[0] + target[2] - box[0] - box[2]) / 2, dy = (target[1] + target[3] - box[1] - box[3]) / 2;
     g.setAttribute("transform", `translate(${dx.toFixed(2)} ${dy.toFixed(2)})`);
     const title = tgrTitleBox(child.svg.querySelector("g.cluster text"), [dx, dy], target);
-    tgrJoin(own, child.own, joins.get(m), {box: target, title, shift: [dx, dy]});
+    tgrJoin(own, child.own, flow.joins.get(m), {box: target, title, shift: [dx, dy], rankdir: flow.rankdir});
     const content = child.svg.querySelector("g.graph");
     for (const part of [...content.children]) {
       if (part.tagName === "title" || (part.tagName === "polygon" && !part.closest("g.node, g.cluster, g.edge"))) continue;
@@ -194,135 +223,3 @@ function tgrAssemble(members, laid, joins, c) {
   }
   return {svg, own};
 }
-
-/* A laid-out container's own edges: by title ("from->to"), by tail and by head. */
-function tgrOwnEdges(svg) {
-  const byTitle = new Map(), byTail = new Map(), byHead = new Map();
-  for (const g of svg.querySelectorAll("g.edge")) {
-    const title = g.querySelector("title"), path = g.querySelector("path");
-    if (!title || !path) continue;
-    const [tail, head] = title.textContent.split("->");
-    byTitle.set(title.textContent, g);
-    pushTo(byTail, tail, g);
-    pushTo(byHead, head, g);
-  }
-  return {byTitle, byTail, byHead};
-}
-
-/* Each edge crossing module m's frame is laid out in two parts: outside, to or from m's box,
-   which Graphviz meets wherever it likes; inside, from or to a port it places on its own.
-   The part outside is drawn on to the port instead, through the frame in line with the
-   port (tgrDoor): its last curve (its first, leaving m) again from where it was, each part
-   inside keeping the way Graphviz found around m's nodes. ``frame``: m's box and title's,
-   and where m's drawing sits in its parent's (``shift``). The arrowhead pointing at the
-   frame or the port goes: the flow goes on. */
-function tgrJoin(outside, inside, joins, frame) {
-  const {shift} = frame;
-  for (const [port, [outer, side]] of joins || []) {
-    const part = outside.byTitle.get(outer), parts = (side === "in" ? inside.byTail : inside.byHead).get(port);
-    if (!part || !parts) continue;
-    const path = part.querySelector("path"), points = tgrPoints(path), n = points.length;
-    if (n < 4) continue;
-    const ends = parts.map((g) => tgrPortEnd(g, side));
-    const at = [ends[0].at[0] + shift[0], ends[0].at[1] + shift[1]];
-    const going = ends.map((end) => tgrUnit(end.going)).reduce((a, b) => [a[0] + b[0], a[1] + b[1]]);
-    const [door, inward, past] = tgrDoor(frame, side === "in" ? points[n - 1] : points[0], at);
-    if (side === "in") {
-      part.querySelectorAll("polygon").forEach((arrow) => arrow.remove());
-      points.splice(n - 3, 3, ...tgrBend(points[n - 4], tgrDirection(points[n - 4], points[n - 3]), door, inward),
-                    door, ...(past ? [null, past] : []), ...tgrBend(past || door, inward, at, going), at);
-    } else {
-      const outward = [-inward[0], -inward[1]];
-      points.splice(0, 3, at, ...tgrBend(at, going, past || door, outward), ...(past ? [past, null] : []), door,
-                    ...tgrBend(door, outward, points[3], tgrDirection(points[2], points[3])));
-    }
-    tgrSetPoints(path, points);
-  }
-}
-
-/* Where a line to or from a port inside a module crosses its frame, that side's inward
-   direction, and where the line would cross the module's title, the point past it, to
-   leave a gap (where the title stands) from the frame to there: on the side the part
-   outside met (the one nearest ``met``), in line with the port. */
-function tgrDoor(frame, met, port) {
-  const [x0, y0, x1, y1] = frame.box, title = frame.title, room = 6;
-  const near = [Math.abs(met[1] - y0), Math.abs(met[1] - y1), Math.abs(met[0] - x0), Math.abs(met[0] - x1)];
-  const side = near.indexOf(Math.min(...near)), k = side < 2 ? 0 : 1, inward = [[0, 1], [0, -1], [1, 0], [-1, 0]][side];
-  const clamp = (v, lo, hi) => Math.min(Math.max(v, lo + room), hi - room);
-  const door = k ? [side === 2 ? x0 : x1, clamp(port[1], y0, y1)] : [clamp(port[0], x0, x1), side ? y1 : y0];
-  if (!title || door[k] < title[k] || door[k] > title[k + 2]) return [door, inward, null];
-  // along the inward direction, the title's far edge: the line goes on from there
-  const past = door.slice(), across = 1 - k;
-  past[across] = inward[across] > 0 ? title[across + 2] + 2 : title[across] - 2;
-  const ahead = (q) => (q[across] - door[across]) * inward[across];
-  return [door, inward, ahead(past) > 0 && ahead(past) < ahead(port) ? past : null];
-}
-
-/* A module's title's box (``box``: its frame's), from its SVG text. Graphviz writes no
-   width, but places the title by it, centred a margin in from the side it is justified to. */
-function tgrTitleBox(text, shift, box) {
-  if (!text) return null;
-  const x = +text.getAttribute("x") + shift[0], y = +text.getAttribute("y") + shift[1];
-  const size = +text.getAttribute("font-size") || 11, half = Math.min(x - box[0], box[2] - x) - 8;
-  return [x - half, y - size, x + half, y + size * 0.3];
-}
-
-/* Where a part inside a module meets its port, and its direction there: its start ("in"),
-   or the tip of its arrowhead, which goes, its last curve drawn on to the tip ("out"). */
-function tgrPortEnd(g, side) {
-  const path = g.querySelector("path"), points = tgrPoints(path), n = points.length;
-  if (side === "in") return {at: points[0], going: tgrDirection(points[0], points[Math.min(1, n - 1)])};
-  const end = points[n - 1], going = tgrDirection(points[Math.max(n - 2, 0)], end);
-  let tip = end, far = 0;
-  for (const arrow of g.querySelectorAll("polygon")) {
-    for (const point of tgrPoints(arrow)) {
-      const d = Math.hypot(point[0] - end[0], point[1] - end[1]);
-      if (d > far) { far = d; tip = point; }
-    }
-    arrow.remove();
-  }
-  if (n >= 4 && tip !== end) {
-    points.splice(n - 3, 3, ...tgrBend(points[n - 4], tgrDirection(points[n - 4], points[n - 3]), tip, going), tip);
-    tgrSetPoints(path, points);
-  }
-  return {at: tip, going};
-}
-
-/* Writes ``points`` as a Graphviz edge's path (each ``null``: a gap, the next point a move). */
-function tgrSetPoints(path, points) {
-  let d = "", move = true;
-  for (const point of points) {
-    if (point === null) { move = true; continue; }
-    d += move ? `M${tgrPoint(point)}C` : `${tgrPoint(point)} `;
-    move = false;
-  }
-  path.setAttribute("d", d.replace(/[ C]+(?=M|$)/g, ""));
-}
-
-/* A Graphviz edge's path (M, then cubic after cubic; ``null`` where it moves again, see
-   tgrSetPoints), or a polygon, as its points. */
-function tgrPoints(shape) {
-  const numbers = /-?\d+(\.\d+)?(e-?\d+)?/g, points = [];
-  const moves = (shape.getAttribute("d") || shape.getAttribute("points") || "").split("M").filter((part) => part.trim());
-  moves.forEach((move, at) => {
-    if (at) points.push(null);
-    const n = (move.match(numbers) || []).map(Number);
-    for (let k = 0; k + 1 < n.length; k += 2) points.push([n[k], n[k + 1]]);
-  });
-  return points;
-}
-
-function tgrDirection(a, b) { return [b[0] - a[0], b[1] - a[1]]; }
-
-function tgrUnit(v) { const h = Math.hypot(v[0], v[1]); return h ? [v[0] / h, v[1] / h] : [0, 0]; }
-
-/* The control points of a cubic from a to b that leaves a going ``out`` and reaches b going
-   ``inward`` (each a direction; none: the straight line's). */
-function tgrBend(a, out, b, inward) {
-  const line = [b[0] - a[0], b[1] - a[1]], length = Math.hypot(line[0], line[1]), third = length / 3;
-  const straight = tgrUnit(line), unit = (v) => (Math.hypot(v[0], v[1]) ? tgrUnit(v) : straight);
-  const u = unit(out), w = unit(inward);
-  return [[a[0] + u[0] * third, a[1] + u[1] * third], [b[0] - w[0] * third, b[1] - w[1] * third]];
-}
-
-function tgrPoint([x, y]) { return `${x.toFixed(2)},${y.toFixed(2)}`; }
