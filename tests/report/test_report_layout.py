@@ -35,12 +35,15 @@ _LOOSE_ENDS = """() => {
     const m = root.getCTM().inverse().multiply(path.getCTM()), n = path.getTotalLength();
     return [path.getPointAtLength(0), path.getPointAtLength(n)].map((p) => p.matrixTransform(m));
   };
-  const all = [...svg.querySelectorAll('g.edge path')].map((p) => [p, p.closest('g.edge').id, ...ends(p)]);
+  const all = [...svg.querySelectorAll('g.edge path')]
+    .map((p) => [p, p.closest('g.edge').id, ...ends(p)]);
   const parts = all.filter(([, id]) => /-(in|out)$/.test(id)), loose = [];
   for (const [path, id, start, end] of parts) {
     const entering = id.endsWith('-in'), at = entering ? start : end;
-    const meets = ([other, , s, e]) => other !== path && Math.hypot((entering ? e : s).x - at.x,
-                                                                     (entering ? e : s).y - at.y) < 0.5;
+    const meets = ([other, , s, e]) => {
+      const there = entering ? e : s;
+      return other !== path && Math.hypot(there.x - at.x, there.y - at.y) < 0.5;
+    };
     if (!all.some(meets)) loose.push(id);
   }
   return {parts: parts.length, loose};
@@ -69,7 +72,8 @@ _THROUGH_BOXES = """() => {
   const inRoot = (element) => root.getCTM().inverse().multiply(element.getCTM());
   const boxes = [...svg.querySelectorAll('g.node[id]')].map((node) => {
     const b = node.getBBox(), m = inRoot(node);
-    const a = new DOMPoint(b.x, b.y).matrixTransform(m), c = new DOMPoint(b.x + b.width, b.y + b.height).matrixTransform(m);
+    const a = new DOMPoint(b.x, b.y).matrixTransform(m);
+    const c = new DOMPoint(b.x + b.width, b.y + b.height).matrixTransform(m);
     return [node.id.slice(2), a.x + 3, a.y + 3, c.x - 3, c.y - 3];
   });
   const found = [];
