@@ -76,3 +76,26 @@ def test_side_b_is_drawn_as_b_folds_it(browser, gpt2_diff, diff_report) -> None:
         assert page.evaluate(f"[...document.querySelector('{ROOT}').tgr.state.unfolded]") == [run]
         assert {"n-layer:h.0#0", "n-layer:h.1#0", "n-layer:h.2#0"} <= drawn_ids(page)  # each closed
     assert loaded.problems == []
+
+
+def test_the_table_says_how_each_call_differs(browser, tmp_path: Path) -> None:
+    # the union's rows carried side b's numbers alone, and nothing said which calls differ
+    torch.manual_seed(0)
+    old = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    new = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.GELU(), torch.nn.Linear(32, 4),
+                              torch.nn.Dropout())
+    x = torch.randn(3, 8)
+    found = tgr.diff(tgr.record(old, x), tgr.record(new, x))
+    path = found.render(tmp_path / "diff.html")
+    with loaded_report(browser, path, width=1400) as loaded:
+        heads = loaded.page.locator(f"{ROOT} .tgr-calls thead th").all_text_contents()
+        rows = [row.locator("td").all_text_contents()
+                for row in loaded.page.locator(f"{ROOT} .tgr-calls tbody tr").all()]
+    table = {row[0].strip(): dict(zip(heads, row)) for row in rows}
+    assert heads[:3] == ["module", "diff", "type"]
+    assert {name: row["diff"] for name, row in table.items()} == {
+        "(model)": "changed", "0": "changed", "1": "changed", "2": "changed", "3": "added"}
+    assert table["0"]["params"] == "144 → 288"
+    assert table["1"]["type"] == "ReLU → GELU"
+    assert table["3"]["params"] == "0"
+    assert loaded.problems == []

@@ -8,6 +8,9 @@ function tgrColumns(R, calls) {
   const has = (key) => calls.some((i) => typeof R.info[i][key] === "number");
   const columns = [
     {key: "module", head: "module", value: (i) => R.info[i].qualname || "(model)"},
+    // a diff's: how each call differs, as its box is drawn (changes inside it count)
+    ...(calls.some((i) => R.info[i].diff_box_status !== undefined)
+      ? [{key: "diff", head: "diff", value: (i) => TGR_DIFF_WORDS[R.info[i].diff_box_status] || ""}] : []),
     {key: "type", head: "type", value: (i) => R.info[i].type},
     {key: "call", head: "call", value: (i) => R.info[i].call_index, number: true},
     {key: "output", head: "output", value: (i) => (R.info[i].outputs || []).map((t) => tgrShapeText((R.info[t] || {}).shape)).join(", ")},
@@ -25,6 +28,9 @@ function tgrColumns(R, calls) {
   }
   return columns;
 }
+
+/* A diff's statuses as the table says them (the legend's words). */
+var TGR_DIFF_WORDS = {added: "added", removed: "removed", changed: "changed", inside: "affected"};
 
 function tgrTables(R) {
   const calls = [];
@@ -79,7 +85,8 @@ function tgrCell(R, column, i, high) {
   if (!column.number) {
     // long names and many outputs are clipped or wrapped (the whole text on hover): the
     // table fits a 1,400 px window whatever the model
-    const text = value === undefined ? "" : String(value);
+    const was = column.key === "type" && (R.info[i].diff_changes || {}).type;  // a diff's [old, new]
+    const text = value === undefined ? "" : was ? `${was[0]} → ${value}` : String(value);
     if (column.key === "module" || column.key === "type" || column.key === "output") {
       const span = document.createElement("span");
       span.className = `tgr-clip tgr-col-${column.key}`;
@@ -89,12 +96,15 @@ function tgrCell(R, column, i, high) {
       cell.append(span);
     } else {
       cell.textContent = text;
+      if (column.key === "diff" && text) cell.className = `tgr-d-${R.info[i].diff_box_status}`;
     }
     return cell;
   }
   cell.className = "tgr-num";
   if (value === undefined || value === null || !Number.isFinite(value)) return cell;
   cell.textContent = column.key === "call" ? String(value) : tgrFormat(column.key, value);
+  const changed = (R.info[i].diff_changes || {})[column.key];  // a diff's [old, new]
+  if (changed && column.key !== "call") cell.textContent = `${tgrFormat(column.key, changed[0])} → ${cell.textContent}`;
   cell.dataset.value = String(value);
   if (column.bar && high > 0) {
     const bar = document.createElement("span");
