@@ -172,7 +172,9 @@ def test_attentions_arguments_end_in_order_along_the_side_the_flow_enters(
     # (the engine's y grows upwards)
     drawing = layout(attention.to_dot(rankdir=rankdir))
     objects = {o["_gvid"]: o for o in drawing["objects"]}
-    ends = {edge["xlabel"]: sign * float(edge["pos"].split()[0].split(",")[axis])
+    # beside the edge where the flow runs down or up, a label of its own where sideways
+    ends = {edge.get("xlabel", edge.get("label")):
+            sign * float(edge["pos"].split()[0].split(",")[axis])
             for edge in drawing["edges"] if objects[edge["head"]].get("id", "").startswith(
                 "n-op:scaled_dot_product_attention")}
     assert ends["query"] < ends["key"] < ends["value"]

@@ -162,10 +162,18 @@ class DotWriter:
 
     @staticmethod
     def label_attr(label: str, rankdir: str = "TB") -> str:
-        """An edge label's attribute (`` xlabel=reshape``): beside the edge, placed after
-        layout, so it takes no rank of its own; a role's edge also ends at its port."""
+        """An edge label's attribute (`` xlabel=reshape``): where the flow runs down or up,
+        beside the edge, placed after layout, so it takes no rank of its own; where it runs
+        sideways, a label the layout makes room for (`` label=reshape``), since there the
+        gap between ranks is narrower than the word and a label placed after layout sat
+        on its own edge and the next box. A role's edge also ends at its port.
+
+        >>> DotWriter.label_attr("reshape"), DotWriter.label_attr("reshape", "LR")
+        (' xlabel=reshape', ' label=reshape')
+        """
         port = ROLE_PORTS[rankdir].get(label)
-        return (f" xlabel={quote(labels.join(label))}" + (f" headport={port}" if port else "")
+        name = "xlabel" if rankdir in ("TB", "BT") else "label"
+        return (f" {name}={quote(labels.join(label))}" + (f" headport={port}" if port else "")
                 if label else "")
 
     def _legend(self) -> list[str]:

@@ -61,7 +61,7 @@ function tgrLocalEdges(composed, members) {
     const from = tgrLocalName(upS[k - 1]), to = tgrLocalName(upT[l - 1]);
     add(top, from, to, attrs, label);
     // an edge's label is written once, on its part in the module holding both ends
-    const unlabelled = attrs.replace(/ xlabel=(?:"(?:[^"\\]|\\.)*"|[^\s\]]+)/, "");
+    const unlabelled = attrs.replace(/ x?label=(?:"(?:[^"\\]|\\.)*"|[^\s\]]+)/, "");
     const inPort = unlabelled.replace(/ id="([^"]*)"/, ' id="$1-in"');
     const outPort = unlabelled.replace(/ id="([^"]*)"/, ' id="$1-out"');
     // a port per element outside the module its part outside leaves or reaches (the part
