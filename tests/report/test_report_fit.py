@@ -4,6 +4,7 @@ for a name carry it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -78,15 +79,17 @@ def test_timeline_bars_are_labelled_where_wide_enough(browser, gpt2_report) -> N
               const bar = t.previousElementSibling, box = t.getBBox();
               return [t.textContent, bar.dataset.node, box.x, box.x + box.width,
                       +bar.getAttribute('x'), +bar.getAttribute('x') + +bar.getAttribute('width')]; }})""")
-        names = {text for text, *_ in labels}
+        names = {text.split(": ")[0] for text, *_ in labels}  # "h.0: GPT2Block": see below
         assert {"(model)", "h.0", "h.1", "h.2"} <= names
         for text, node, left, right, bar_left, bar_right in labels:  # inside its own bar
             assert bar_left <= left and right <= bar_right, text
         ids = page.evaluate(f"document.querySelector('{ROOT}').tgr.D.ids")
         info = page.evaluate(f"document.querySelector('{ROOT}').tgr.info")
-        for text, node, *_ in labels:  # the call's name, or its last part
-            name = info[int(node)].get("qualname") or "(model)"
-            assert text in (name, name.split(".")[-1]), ids[int(node)]
+        for text, node, *_ in labels:  # the call's name, or its last part (a number: typed)
+            name, short = info[int(node)].get("qualname") or "(model)", text.split(": ")[0]
+            assert short in (name, name.split(".")[-1]), ids[int(node)]
+            typed = f"{short}: {info[int(node)]['type']}"
+            assert text == short or (short[-1].isdigit() and text == typed)
         # a bar too narrow for its name carries none
         narrow = page.evaluate(f"""() => Array.from(document.querySelectorAll(
             '{ROOT} .tgr-timeline rect')).filter(r => +r.getAttribute('width') < 8).length""")
@@ -94,5 +97,17 @@ def test_timeline_bars_are_labelled_where_wide_enough(browser, gpt2_report) -> N
         # the label lets clicks through to its bar
         assert page.evaluate(f"""getComputedStyle(document.querySelector(
             '{ROOT} .tgr-timeline text.tgr-bar-label')).pointerEvents""") == "none"
-        page.locator(f"{ROOT} .tgr-timeline").screenshot(path="/tmp/timeline-gpt2.png")
+    assert loaded.problems == []
+
+
+def test_a_numbered_calls_bar_says_its_type(browser, tmp_path: Path) -> None:
+    # a Sequential's children are named 0, 1, 2: their bars read "0: Linear" where that fits
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64), nn.Tanh())
+    path = tgr.record(model, torch.randn(32, 64)).render(tmp_path / "mlp.html")
+    with loaded_report(browser, path, width=1400) as loaded:
+        labels = loaded.page.locator(
+            f"{ROOT} .tgr-timeline text.tgr-bar-label").all_text_contents()
+    calls = [text for text in labels if text[0].isdigit()]  # a bar too narrow keeps "1"
+    assert any(re.fullmatch(r"\d: Linear", text) for text in calls)
+    assert all(re.fullmatch(r"\d(: (Linear|ReLU|Tanh))?", text) for text in calls)
     assert loaded.problems == []

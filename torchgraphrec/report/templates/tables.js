@@ -187,12 +187,15 @@ function tgrTimelinePanel(R, calls, pass, startKey, endKey, scale) {
 }
 
 /* A bar's name, drawn inside it where the bar is wide enough for the name, else for its
-   last part (``q_proj``); none where not even that fits. Clicks go through to the bar. */
+   last part (``q_proj``); a number (a ``Sequential``'s) with its type where that fits
+   (``0: Linear``); none where not even the name's last part fits. Clicks go through to
+   the bar. */
 const TGR_LABEL_CHAR = 5.6;  // px per character of the 10px label font, on the 1000-wide axis
 function tgrBarLabel(R, ns, a, rect, ink) {
   const width = Number(rect.getAttribute("width")) - 4;
   const name = a.qualname || "(model)", short = name.split(".").pop();
-  const text = [name, short].find((t) => t.length * TGR_LABEL_CHAR <= width);
+  const typed = /^\d+$/.test(short) && a.type ? [`${name}: ${a.type}`, `${short}: ${a.type}`] : [];
+  const text = [...typed, name, short].find((t) => t.length * TGR_LABEL_CHAR <= width);
   if (!text) return null;
   const label = document.createElementNS(ns, "text");
   label.setAttribute("x", (Number(rect.getAttribute("x")) + 2).toFixed(2));
