@@ -48,7 +48,8 @@ def test_the_header_counts_what_the_summary_counts(browser, gpt2_diff, diff_repo
     assert loaded.problems == []
 
 
-def test_side_b_is_drawn_as_b_folds_it(browser, gpt2_diff, diff_report) -> None:
+def test_side_b_is_drawn_as_b_folds_it(browser, gpt2_diff, diff_report,
+                                       tmp_path: Path) -> None:
     b = gpt2_diff.b
     with loaded_report(browser, diff_report, width=1400) as loaded:
         page = loaded.page
@@ -56,7 +57,7 @@ def test_side_b_is_drawn_as_b_folds_it(browser, gpt2_diff, diff_report) -> None:
         assert "h.0–1: GPT2Block  × 2" in both  # the union keeps the added block apart
         act(page, page.select_option, f"{ROOT} .tgr-side", "b")
         page.click(f"{ROOT} .tgr-fit")
-        page.screenshot(path="/tmp/diff-side-b.png")
+        page.screenshot(path=tmp_path / "diff-side-b.png")
         drawn = state(page)["dot"]
         assert "h.0–2: GPT2Block  × 3" in drawn
         assert drawn == to_dot(b)  # exactly B's own static drawing

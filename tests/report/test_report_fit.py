@@ -62,7 +62,8 @@ def test_the_table_fits_1400_px_whatever_the_names(browser, gpt2_report, tmp_pat
             page = loaded.page
             scroll, client, document = _widths(page)
             assert scroll <= client and document <= 1400, path
-            page.locator(f"{ROOT} .tgr-table-wrap").screenshot(path=f"/tmp/table-{path.stem}.png")
+            shot = tmp_path / f"table-{path.stem}.png"
+            page.locator(f"{ROOT} .tgr-table-wrap").screenshot(path=shot)
             if path.stem == "long":  # the whole name on hover, its end in the cell
                 cell = page.locator(f"{ROOT} .tgr-calls tbody td", has_text="nesting.proj").first
                 assert cell.get_attribute("title").startswith("a_rather_long_module_name")

@@ -78,7 +78,7 @@ def lab(tmp_path_factory) -> Iterator[tuple[str, Path]]:
             server.kill()
 
 
-def test_the_widget_draws_in_jupyterlab(browser, lab) -> None:
+def test_the_widget_draws_in_jupyterlab(browser, lab, tmp_path: Path) -> None:
     url, _ = lab
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
@@ -108,7 +108,7 @@ def test_the_widget_draws_in_jupyterlab(browser, lab) -> None:
         labels = page.locator(".jp-OutputArea-output .tgr-report .tgr-canvas").all_text_contents()
         assert "ReLU" in labels[0] and "GELU" in labels[1]
         reports.nth(0).scroll_into_view_if_needed()
-        page.screenshot(path="/tmp/jupyterlab-widget.png")
+        page.screenshot(path=tmp_path / "jupyterlab-widget.png")
     finally:
         context.close()
     assert not [p for p in problems if "tgr" in p.lower()], problems

@@ -97,5 +97,5 @@ def test_table_timeline_and_colours_show_the_graphs_times(browser, resnet50,
                 assert value == graph.nodes[order[i]]["self_ms"]
         text = page.locator(ROOT).inner_text().lower()
         assert "overhead" not in text and "(recorded)" not in text
-        page.screenshot(path="/tmp/report-times.png", full_page=True)
+        page.screenshot(path=tmp_path / "report-times.png", full_page=True)
     assert loaded.problems == []

@@ -144,5 +144,5 @@ def test_the_widget_loads_its_engine_once_and_draws_each_report(browser, recordi
         page.wait_for_selector("#w1 .tgr-report[data-layouts='1']", timeout=60_000)
         assert page.locator('#w1 [id="n-layer:#0"]').count() == 1
         assert page.locator('#w0 [id="c-layer:#0"]').count() == 1  # the others as they were
-        page.screenshot(path="/tmp/widgets.png", full_page=True)
+        page.screenshot(path=tmp_path / "widgets.png", full_page=True)
     assert loaded.problems == []
