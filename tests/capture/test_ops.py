@@ -133,6 +133,42 @@ def test_edges_follow_every_tensor_argument_and_in_place_makes_a_version() -> No
     assert list(graph.predecessors(output)) == [ops["add_"]]
 
 
+class _Norm(nn.Module):
+    """An RMSNorm as Llama's, T5's and Mixtral's begin: ``to`` a dtype the input has already
+    hands back the input itself."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.to(torch.float32)
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+class _Residual(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm, self.linear = _Norm(), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.linear(self.norm(x))
+
+
+def test_a_call_handing_back_its_argument_is_no_op_and_moves_no_edge() -> None:
+    # the residual read the norm's `to` as its producer: an edge out of the norm that no
+    # data took (x.to(x.dtype) is x, unchanged)
+    model = nn.Sequential(nn.Linear(8, 8), _Residual())
+    graph = tgr.record(model, torch.randn(2, 8)).graph
+    ops = {a["name"]: n for n, a in nodes_of(graph, "op").items()}
+    assert "to" not in ops
+    residual = next(n for n, a in nodes_of(graph, "op").items()
+                    if a["name"] == "add" and a["parent"] == "layer:1#0")
+    block_input = graph.nodes["layer:1#0"]["inputs"][0]
+    assert block_input in set(graph.predecessors(residual))
+    assert "layer:1.norm#0" not in {graph.nodes[p].get("parent")
+                                    for p in graph.predecessors(residual)}
+    # and inside the norm, pow and mul read its input as it came in
+    norm_input = graph.nodes["layer:1.norm#0"]["inputs"][0]
+    assert norm_input in set(graph.predecessors(ops["pow"]))
+
+
 def test_factory_ops_have_no_input_edge() -> None:
     class Factory(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

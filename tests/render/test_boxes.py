@@ -80,6 +80,17 @@ def test_expand_leaves_opens_the_boxes_into_their_ops(resnet: tgr.Recording) -> 
     assert "n-layer:fc#0" not in drawn_nodes(drawing)
 
 
+def test_without_ops_expand_leaves_keeps_the_leaves_boxes(resnet: tgr.Recording) -> None:
+    # opened to ops that are not drawn, the leaves were empty frames (Graphviz draws none)
+    # and the flow ran from the input to the output past them
+    drawing = layout(resnet.to_dot(expand_leaves=True, include_ops=False))
+    assert "n-layer:fc#0" in drawn_nodes(drawing)
+    assert "c-layer:fc#0" not in clusters(drawing)
+    graph = flow(drawing)
+    assert nx.has_path(graph, "n-layer:fc#0", next(n for n in graph if n.startswith("n-tensor")
+                                                     and graph.out_degree(n) == 0))
+
+
 @pytest.mark.parametrize("depth", [None, 0, 1])
 def test_pass_through_calls_stay_on_the_path(depth) -> None:
     model = nn.Sequential(nn.Linear(4, 4), nn.Identity(), nn.Dropout().eval(), nn.Linear(4, 2))

@@ -266,3 +266,19 @@ def test_a_small_drawing_opens_at_its_own_size_in_the_middle(browser, tmp_path: 
         loaded.page.click(f"{ROOT} .tgr-fit")  # all of it, as big as the canvas allows
         assert loaded.page.evaluate(_SCALE_AND_OFFSET)[0] < 0.7
     assert loaded.problems == []
+
+
+def test_hiding_ops_while_leaves_are_open_draws_the_leaves_as_boxes(browser,
+                                                                    tmp_path: Path) -> None:
+    # opened to no ops, a leaf was an empty frame Graphviz does not draw: "could not lay
+    # this view out: undefined is not iterable", and the ops checkbox seemed dead
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    path = tgr.record(model, torch.randn(3, 8)).render(tmp_path / "mlp.html")
+    with loaded_report(browser, path, fit=False) as loaded:
+        page = loaded.page
+        act(page, page.click, f'{ROOT} .tgr-opt[data-opt="leaves"]')
+        assert "c-layer:0#0" in drawn_ids(page, "cluster")
+        act(page, page.click, f'{ROOT} .tgr-opt[data-opt="ops"]')
+        assert {"n-layer:0#0", "n-layer:1#0", "n-layer:2#0"} <= drawn_ids(page)
+        assert page.locator(f"{ROOT} .tgr-status").text_content() == ""
+    assert loaded.problems == []

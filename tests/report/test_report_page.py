@@ -18,6 +18,7 @@ from report.browser import open_page
 from report.reportpage import act, centre, drawn_ids, element, loaded_report, state
 from report.walk import settle
 from torchgraphrec.render.dot import to_dot
+from torchgraphrec.render.labels import xml_id
 from torchgraphrec.report.html import to_html
 from torchgraphrec.render.options import RenderOptions
 
@@ -277,8 +278,9 @@ def test_a_diff_shows_side_a_side_b_or_both(browser, tmp_path: Path) -> None:
     path = tmp_path / "diff.html"
     path.write_text(to_html(diff.union), encoding="utf-8")
     ops = {n: a["diff"] for n, a in diff.union.nodes(data=True) if a["kind"] == "op"}
-    added = {f"n-{n}" for n, status in ops.items() if status == "added"}
-    removed = {f"n-{n}" for n, status in ops.items() if status == "removed"}
+    # a side's own op named as the other side's is "op:linear#2~a", drawn "op:linear#2_7e_a"
+    added = {xml_id("n", n) for n, status in ops.items() if status == "added"}
+    removed = {xml_id("n", n) for n, status in ops.items() if status == "removed"}
     with loaded_report(browser, path) as loaded:
         page = loaded.page
         side = f"{ROOT} .tgr-side"

@@ -207,6 +207,10 @@ class OpRecorder:
                 target = mutates_by_name(name, args, kwargs)
                 changed = [(target, -1)] if target is not None else None
             if isinstance(out, _Tensor):
+                if changed is None:
+                    for tensor in inputs:
+                        if tensor is out:  # one of its arguments handed back as it was
+                            return out  # (x.to(x.dtype), x.contiguous()): it made nothing
                 first, results = out, (out,)
             elif isinstance(out, _SEQUENCES):
                 results = [item for item in out if isinstance(item, _Tensor)]

@@ -157,8 +157,10 @@ class _ViewBuilder:
         for node in self.order:
             self.children.setdefault(folded.nodes[node]["parent"], []).append(node)
         self.kind = {node: folded.nodes[node]["kind"] for node in self.order}
+        # a leaf opens to its ops only where ops are drawn: else it would be an empty frame
+        opened = options.expand_leaves and bool(options.include_ops)
         self.boxes = {n for n in self.order if self.kind[n] == "layer" and not any(
-            self.kind[c] == "layer" or (self.kind[c] == "op" and options.expand_leaves)
+            self.kind[c] == "layer" or (self.kind[c] == "op" and opened)
             for c in self.children.get(n, ()))}
         self.folder = Folder(source, folded, self.order, self.children, self.kind, self.boxes)
         self.unproduced = _unproduced(folded, self.boxes) if folded.graph.get("ops") == "none" \

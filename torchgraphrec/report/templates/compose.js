@@ -55,6 +55,14 @@ function tgrFixed2(x) {
   return x.toFixed(2);
 }
 
+/* Whether a call is drawn as a cluster in ``state``: open, with something to show inside
+   (its calls, or its ops where leaves are opened and ops drawn: else an empty frame). */
+function tgrClusterTest(P, state) {
+  const {D} = P, leafOps = state.leafOps || new Set();
+  return (l) => D.kind[l] === "L" && state.open.has(l) &&
+    (D.needs[l] === 2 || (D.needs[l] === 1 && !!state.ops && (state.leaves || leafOps.has(l))));
+}
+
 /* state: {open: Set of call indices, unfolded: Set of run indices, fold, tensors, params,
    ops (true: layout-op chains drawn as a "reshape" edge label, "all": every op, false: none),
    leaves, rankdir, side ("both" | "a" | "b")}. */
@@ -63,9 +71,7 @@ function tgrCompose(P, state) {
   const absentStatus = state.side === "a" ? "added" : state.side === "b" ? "removed" : null;
   const status = D.status || [];
   const absent = (i) => absentStatus !== null && status[i] === absentStatus;
-  const leafOps = state.leafOps || new Set();
-  const isCluster = (l) => D.kind[l] === "L" && state.open.has(l) &&
-    (D.needs[l] === 2 || (D.needs[l] === 1 && (state.leaves || leafOps.has(l))));
+  const isCluster = tgrClusterTest(P, state);
   const folded = tgrFoldedRuns(P, state, isCluster);
   const canonical = (i) => {
     for (let moved = true; moved;) {

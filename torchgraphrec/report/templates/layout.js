@@ -112,6 +112,9 @@ function tgrLocalDot(P, composed, c, members, edges, ports, sizes, hooks) {
     }
   }
   const ordered = [...ports].sort((a, b) => reach.get(a) - reach.get(b));
+  // a module with nothing to draw in this view (its ops on the other side of a diff): its
+  // frame and title still, which Graphviz draws only around a node
+  if (inner && !members.length && !ports.length) lines.push(`${tab}nothing [label="" height=0.01 shape=point style=invis width=0.01]\n`);
   for (const name of ordered) lines.push(`${tab}${name} [label="" height=0.01 shape=point style=invis width=0.01]\n`);
   // where the flow enters the module and where it leaves: else Graphviz puts an entry port
   // beside its targets, however far inside they are, and the line to it crosses the rest

@@ -211,8 +211,7 @@ function tgrOpen(R, i) {
 function tgrOpenOneRepeat(R, i) {
   const {P, state} = R, runs = (P.repeatOf.get(i) || []).filter(([r]) => R.drawn.folded[r]);
   if (!runs.length) return;
-  const isCluster = (l) => P.D.kind[l] === "L" && state.open.has(l) &&
-    (P.D.needs[l] === 2 || (P.D.needs[l] === 1 && (state.leaves || state.leafOps.has(l))));
+  const isCluster = tgrClusterTest(P, state);
   const folded = tgrFoldedRuns(P, state, isCluster);
   for (const [r, k] of runs) {
     if (folded[r]) continue;
