@@ -93,9 +93,10 @@ def test_transformers_attention_reads_query_key_value(name: str) -> None:
     into = _into_attention(layout(rec.to_dot()))
     assert [label for label, *_ in into][:3] == ["query", "key", "value"]
     assert {label for label, *_ in into} <= {"query", "key", "value", "mask"}
-    tails = {label: x for label, _, x, _ in into}
+    # what the DOT fixes: the arrows end at attention's corners in order (compass points);
+    # the ops just before them Graphviz orders by crossings alone (on transformers 4.57,
+    # Llama's key and query cross just above attention), so their order is not asserted
     ends = {label: x for label, *_, x in into}
-    assert tails["query"] < tails["key"] < tails["value"]
     assert ends["query"] < ends["key"] < ends["value"]
 
 

@@ -105,7 +105,10 @@ class DotWriter:
         theme = self.theme
         root = graphviz.Digraph(
             name=labels.escape(self.view.source.graph.get("model", "model")),
-            graph_attr={**theme.graph, "rankdir": self.options.rankdir, "compound": "true"},
+            # no second crossing pass over the whole graph once clusters are in place: it
+            # reorders a cluster's rows against their flat edges (attention's q, k, v)
+            graph_attr={**theme.graph, "rankdir": self.options.rankdir, "compound": "true",
+                        "remincross": "false"},
             node_attr=dict(theme.node), edge_attr=dict(theme.edge))
         self.scale = self._value_scale()
         bodies: dict[str | None, list[str]] = {None: root.body}
