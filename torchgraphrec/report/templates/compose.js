@@ -400,7 +400,7 @@ function tgrWrite(P, state, folded, placed, lifted) {
   const head = D.head.replace(/rankdir=[A-Z]+/, "rankdir=" + state.rankdir);
   const legend = tgrLegendLine(D, marks, [...nodes, ...clusters]);
   const dot = head + bodies.get(-1).join("") + lines.join("") + markerLines.join("") + invisible.join("") + legend + "}\n";
-  return {dot, placed, edges, names, clusterNames, folded, parts, head, legend};
+  return {dot, placed, edges, names, clusterNames, folded, parts, head, legend, rankdir: state.rankdir};
 }
 
 function tgrEdgeLine(P, s, t, names, clusterNames, inside, marked) {

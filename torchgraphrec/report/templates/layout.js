@@ -178,7 +178,6 @@ var TGR_LAYOUTS = new Map();
 function tgrLayOut(P, composed, viz) {
   const members = tgrContainers(P, composed), {local, ports, joins} = tgrLocalEdges(composed, members);
   const sizes = new Map(), laid = new Map();
-  composed.rankdir = (composed.head.match(/rankdir=([A-Z]+)/) || [, "TB"])[1];
   let fresh = 0;
   const visit = (c) => {
     for (const m of members.get(c)) if (members.has(m)) visit(m);
