@@ -136,6 +136,18 @@ def test_the_projections_are_one_row_q_k_v(name: str, block: str, projections: t
         assert [pos[i][0] for i in ids] == sorted(pos[i][0] for i in ids)
 
 
+@pytest.mark.parametrize("rankdir", ["LR", "RL"])
+def test_where_the_flow_runs_sideways_the_projections_read_q_k_v_from_the_top(
+        rankdir: str) -> None:
+    # the row's invisible edges put each box below the next there: it read v, k, q from
+    # the top, against the arguments entering attention at its corners q, k, v
+    dot = tgr.record(*fresh("llama")).to_dot(rankdir=rankdir)
+    pos = {n["id"]: tuple(map(float, n["pos"].split(","))) for n in
+           drawn_nodes(layout(dot)).values()}
+    y = [pos[f"n-layer:layers.0.self_attn.{p}_proj#0"][1] for p in "qkv"]
+    assert y[0] > y[1] > y[2]  # the engine's y grows upwards
+
+
 def test_a_reshape_chain_between_two_modules_is_one_labelled_edge() -> None:
     # BERT's attention output goes transpose, contiguous/reshape into output.dense
     rec = tgr.record(*fresh("bert"))

@@ -218,6 +218,10 @@ def test_the_page_draws_attentions_projections_q_k_v(browser, tmp_path: Path) ->
         x, y = zip(*(centre(element(page, f"{block}{p}_proj#0", "n")) for p in "qkv"))
         assert x[0] < x[1] < x[2]
         assert max(y) - min(y) < 1
+        act(page, page.select_option, f"{ROOT} select.tgr-rankdir", "LR")  # q, k, v from the top
+        x, y = zip(*(centre(element(page, f"{block}{p}_proj#0", "n")) for p in "qkv"))
+        assert y[0] < y[1] < y[2]
+        assert max(x) - min(x) < 1
 
 
 _BOXES_IN_VIEW = """() => {

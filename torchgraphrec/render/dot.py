@@ -122,8 +122,7 @@ class DotWriter:
             bodies[cluster] += [f"\t{{rank=same; {self.names[p]}; {self.names[o]}}}\n"
                                 for p, o in pairs]
         for cluster, rows in role_rows(self.view).items():
-            bodies[cluster] += ["\t{rank=same; " + " -> ".join(self.names[n] for n in row)
-                                + " [style=invis]}\n" for row in rows]
+            bodies[cluster] += [self.role_row(row) for row in rows]
         self.inside = self.view.inside()
         marker_edges = self._markers(bodies)
         self._nest(bodies)
@@ -162,6 +161,15 @@ class DotWriter:
         else:
             text = attrs.get("name") or attrs.get("qualname", "").rpartition(".")[2] or "tensor"
         return quote(labels.join(text))
+
+    def role_row(self, row: list[str]) -> str:
+        """Boxes that make an op's role arguments (q, k, v) on one rank, in role order: an
+        invisible edge from each to the next puts it before the next, left of it where the
+        flow runs down or up, but below it where the flow runs sideways, so there the row is
+        written backwards to read q, k, v from the top, as the arguments enter the op."""
+        if self.options.rankdir in ("LR", "RL"):
+            row = row[::-1]
+        return "\t{rank=same; " + " -> ".join(self.names[n] for n in row) + " [style=invis]}\n"
 
     @staticmethod
     def label_attr(label: str, rankdir: str = "TB") -> str:

@@ -378,7 +378,7 @@ function tgrWrite(P, state, folded, placed, lifted) {
   }
   if (state.rankdir === "TB" || state.rankdir === "BT") tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, F);
   tgrBeside(P, placed, edges, names, bodies);
-  tgrRoleRows(P, placed, edges, names, bodies, parts);
+  tgrRoleRows(P, placed, edges, names, bodies, parts, state.rankdir);
   const markerLines = tgrMarkers(P, placed, lifted, names, clusterNames, bodies, parts);
   const depthOf = (c) => { let d = 0; for (let p = parentOf.get(c); p !== -1; p = parentOf.get(p)) d++; return d; };
   const position = (c) => typeof c === "string" ? runOf(c).calls[0] : c;
@@ -519,8 +519,9 @@ function tgrBeside(P, placed, edges, names, bodies) {
 }
 
 /* The boxes that make an op's role arguments (q_proj, k_proj, v_proj) on one rank, in role
-   order, by cluster (render/spine.py's role_rows); kept in parts.rows for layout.js. */
-function tgrRoleRows(P, placed, edges, names, bodies, parts) {
+   order, by cluster (render/spine.py's role_rows); kept in parts.rows for layout.js as
+   written: backwards where the flow runs sideways (see DotWriter.role_row). */
+function tgrRoleRows(P, placed, edges, names, bodies, parts, rankdir) {
   const {D} = P, rank = D.role_rank, preds = new Map(), succs = new Map(), rows = new Map();
   const drawn = new Set(placed.nodes);
   for (const [s, t] of edges) { pushTo(preds, t, s); pushTo(succs, s, t); }
@@ -534,7 +535,8 @@ function tgrRoleRows(P, placed, edges, names, bodies, parts) {
   }
   parts.rows = [];
   for (const [cluster, found] of rows) {
-    for (const row of found) {
+    for (const inOrder of found) {
+      const row = rankdir === "LR" || rankdir === "RL" ? [...inOrder].reverse() : inOrder;
       bodies.get(cluster).push(`\t{rank=same; ${row.map((n) => names.get(n)).join(" -> ")} [style=invis]}\n`);
       parts.rows.push([cluster, row]);
     }
