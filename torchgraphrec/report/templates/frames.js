@@ -75,7 +75,9 @@ function tgrPortBox(name, w, h, places, rankdir) {
     if (at < length) cells.push(cell(length - at));
     return cells;
   };
-  const start = rankdir === "TB" || rankdir === "LR" ? "pi" : "po", end = start === "pi" ? "po" : "pi";
+  // the first row (column) holds the ports on the side the flow enters by where it enters
+  // at the top (left)
+  const start = "nw".includes(tgrSideOf(rankdir, "in")) ? "pi" : "po", end = start === "pi" ? "po" : "pi";
   const nested = (cells) => `<TABLE ${T}>${across ? `<TR>${cells.join("")}</TR>` : cells.map((c) => `<TR>${c}</TR>`).join("")}</TABLE>`;
   const middle = `<TD FIXEDSIZE="TRUE" WIDTH="${across ? W : W - 2}" HEIGHT="${across ? H - 2 : H}"></TD>`;
   const body = across
@@ -109,7 +111,7 @@ function tgrOwnEdges(svg) {
    m's drawing sits in its parent's (``shift``). The arrowhead pointing at the frame or the
    port goes: the flow goes on. */
 function tgrJoin(outside, inside, joins, frame) {
-  const {shift} = frame, k = frame.rankdir === "LR" || frame.rankdir === "RL" ? 1 : 0;
+  const {shift} = frame;
   for (const [port, [outer, side]] of joins || []) {
     const part = outside.byTitle.get(outer), parts = (side === "in" ? inside.byTail : inside.byHead).get(port);
     if (!part || !parts) continue;
@@ -119,6 +121,7 @@ function tgrJoin(outside, inside, joins, frame) {
     const at = [ends.at[0] + shift[0], ends.at[1] + shift[1]];
     const [door, inward, past] = tgrDoor(frame, side, at), gap = past ? [null, past] : [];
     const outward = [-inward[0], -inward[1]], met = side === "in" ? points[n - 1] : points[0];
+    const k = inward[0] ? 1 : 0;  // along the frame's side: y where the flow runs sideways
     const inLine = Math.abs(met[k] - door[k]) < 1.5;
     if (side === "in") {
       part.querySelectorAll("polygon").forEach((arrow) => arrow.remove());
@@ -140,8 +143,7 @@ function tgrJoin(outside, inside, joins, frame) {
    it: the line leaves a gap from the frame to there, where the title stands. */
 function tgrDoor(frame, side, at) {
   const [x0, y0, x1, y1] = frame.box, title = frame.title, room = 6;
-  const first = {TB: 0, BT: 1, LR: 2, RL: 3}[frame.rankdir] || 0;
-  const edge = side === "in" ? first : first ^ 1, k = edge < 2 ? 0 : 1;
+  const edge = "nswe".indexOf(tgrSideOf(frame.rankdir, side)), k = edge < 2 ? 0 : 1;
   const inward = [[0, 1], [0, -1], [1, 0], [-1, 0]][edge];
   const clamp = (v, lo, hi) => Math.min(Math.max(v, lo + room), hi - room);
   const door = k ? [edge === 2 ? x0 : x1, clamp(at[1], y0, y1)] : [clamp(at[0], x0, x1), edge ? y1 : y0];
