@@ -102,9 +102,11 @@ def test_timeline_bars_are_labelled_where_wide_enough(browser, gpt2_report) -> N
 
 
 def test_a_numbered_calls_bar_says_its_type(browser, tmp_path: Path) -> None:
-    # a Sequential's children are named 0, 1, 2: their bars read "0: Linear" where that fits
-    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64), nn.Tanh())
-    path = tgr.record(model, torch.randn(32, 64)).render(tmp_path / "mlp.html")
+    # a Sequential's children are named 0, 1, 2: their bars read "0: Linear" where that fits;
+    # the Linears are made to dominate the forward, so that their bars are wide whatever the
+    # machine (a bar needs about a twentieth of the span for "0: Linear")
+    model = nn.Sequential(nn.Linear(512, 2048), nn.ReLU(), nn.Linear(2048, 512), nn.Tanh())
+    path = tgr.record(model, torch.randn(256, 512)).render(tmp_path / "mlp.html")
     with loaded_report(browser, path, width=1400) as loaded:
         labels = loaded.page.locator(
             f"{ROOT} .tgr-timeline text.tgr-bar-label").all_text_contents()
