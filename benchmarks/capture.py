@@ -17,7 +17,11 @@ own counter, in the same run; ``floor:*`` are no-op hooks and modes, what any ho
 mode-based recorder pays before doing anything, and ``floor:noting`` the same hooks and mode
 only appending what each call and op took and made to lists (the least a Python recorder
 of every op does, before naming or building a graph); ``floor:noting+saved`` adds no-op
-saved-tensor hooks (grad mode: what counting saved bytes needs). ``--clock thread``
+saved-tensor hooks (grad mode: what counting saved bytes needs); ``floor:graph``
+(``floorgraph.py``) is the least a recorder does that returns a true graph of the same
+ops, params, calls and values between them, each part in its cheapest form: noting plus
+versions after each op, producers, the recorder's own time taken off, tensor nodes at
+call boundaries and a ``networkx`` graph built in one pass. ``--clock thread``
 measures the thread's CPU time instead of wall time (for a machine shared with other work:
 it is blind to time the process spends descheduled, which on an idle machine is the same).
 ``--no-collect`` leaves out the ``gc.collect()`` before each sample, a diagnostic, not a

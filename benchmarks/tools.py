@@ -11,6 +11,8 @@ import torch
 import torch.utils._python_dispatch
 from torch.nn.modules import module as torch_module
 
+from floorgraph import floor_graph
+
 __all__ = ["TOOLS", "BENCH_MODELS", "GRAD_ONLY"]
 
 Thunk = Callable[[], Any]
@@ -139,26 +141,49 @@ def floor_noting(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
     and made to lists: the least a Python recorder of every op can do, before naming or
     building anything."""
     def run() -> Any:
-        calls: list = []
-        stack: list = []
-
-        def pre(module: torch.nn.Module, inputs: tuple) -> None:
-            stack.append(len(calls))
-            calls.append([id(module), [id(x) for x in inputs if isinstance(x, torch.Tensor)],
-                          None, time.perf_counter_ns()])
-
-        def post(module: torch.nn.Module, inputs: tuple, given: dict, output: Any) -> None:
-            calls[stack.pop()][2] = id(output)
-
-        handles = [torch_module.register_module_forward_pre_hook(pre),
-                   torch_module.register_module_forward_hook(post, with_kwargs=True,
-                                                             always_call=True)]
+        handles = _noting_hooks([])
         try:
             with _NotingMode():
                 return model(*args, **kwargs)
         finally:
             for handle in handles:
                 handle.remove()
+    return run
+
+
+def _noting_hooks(calls: list) -> list:
+    """Global hooks appending each module call's module, input ids, output id and start."""
+    stack: list = []
+
+    def pre(module: torch.nn.Module, inputs: tuple) -> None:
+        stack.append(len(calls))
+        calls.append([id(module), [id(x) for x in inputs if isinstance(x, torch.Tensor)],
+                      None, time.perf_counter_ns()])
+
+    def post(module: torch.nn.Module, inputs: tuple, given: dict, output: Any) -> None:
+        calls[stack.pop()][2] = id(output)
+
+    return [torch_module.register_module_forward_pre_hook(pre),
+            torch_module.register_module_forward_hook(post, with_kwargs=True,
+                                                      always_call=True)]
+
+
+def floor_calls_and_torchviz(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    """torchviz's job (the autograd graph) plus noting every module call: the least the
+    job of ``ops="autograd"`` costs when done by torchviz and the hooks of ``floor:noting``
+    (grad mode)."""
+    from torchviz import make_dot
+
+    params = dict(model.named_parameters())
+
+    def run() -> Any:
+        handles = _noting_hooks([])
+        try:
+            output = _first_output(model, args, kwargs)
+        finally:
+            for handle in handles:
+                handle.remove()
+        return make_dot(output, params=params)
     return run
 
 
@@ -209,6 +234,8 @@ TOOLS: dict[str, Callable[..., Thunk]] = {
     "floor:noting": floor_noting,
     "floor:noting+saved": floor_noting_and_saving,
     "floor:dispatch": floor_dispatch_mode,
+    "floor:graph": floor_graph,
+    "floor:calls+torchviz": floor_calls_and_torchviz,
     "torchviz": torchviz_capture,
     "torchview": torchview_capture,
     "torchlens": torchlens_capture,
@@ -216,8 +243,9 @@ TOOLS: dict[str, Callable[..., Thunk]] = {
 }
 #: Measured with autograd on only: torchviz draws the autograd graph, and the FLOP
 #: targets are for a training forward.
-GRAD_ONLY = frozenset({"torchviz", "torchgraphrec+flops", "torchgraphrec+autograd",
-                       "flop_counter", "floor:dispatch", "floor:noting+saved"})
+GRAD_ONLY = frozenset({"torchviz", "floor:calls+torchviz", "torchgraphrec+flops",
+                       "torchgraphrec+autograd", "flop_counter", "floor:dispatch",
+                       "floor:noting+saved"})
 
 
 def _gpt2_small() -> Any:

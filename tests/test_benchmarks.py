@@ -1,0 +1,70 @@
+"""The benchmark's ``floor:graph`` does the same job as the recorder: the same ops, reading
+the same ops, params and inputs, on the same forward (else it would be no floor for it)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pytest
+import torch
+
+import models
+import torchgraphrec as tgr
+
+_SPEC = importlib.util.spec_from_file_location(
+    "floorgraph", Path(__file__).parents[1] / "benchmarks" / "floorgraph.py")
+floorgraph = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(floorgraph)
+
+
+def op_reads(graph: nx.DiGraph) -> list[tuple[str, list[Any]]]:
+    """Each op in the order it ran, with what it read: earlier ops by their place in that
+    order, params by name, other values by shape (a tensor node by the op that made it)."""
+    # the recorder's ops in the order of their ``seq``, the floor's in that of their ids
+    ops = sorted((node for node, kind in graph.nodes(data="kind") if kind == "op"),
+                 key=lambda node: graph.nodes[node].get("seq", node))
+    place = {node: index for index, node in enumerate(ops)}
+
+    def source(node: Any) -> Any:
+        attrs = graph.nodes[node]
+        if attrs["kind"] == "op":
+            return place[node]
+        if attrs["kind"] == "param":
+            return attrs["label"]
+        made_by = list(graph.predecessors(node))
+        return source(made_by[0]) if made_by else tuple(attrs["shape"])
+
+    return [(graph.nodes[op]["label"], sorted(map(repr, map(source, graph.predecessors(op)))))
+            for op in ops]
+
+
+@pytest.mark.parametrize("make", [models.mlp, models.resnet_like, models.gpt2],
+                         ids=["mlp", "resnet_like", "gpt2"])
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_the_floor_records_what_the_recorder_records(make: Any, grad: bool) -> None:
+    case = make()
+    model = case.model.eval()
+    with torch.set_grad_enabled(grad):
+        floor = floorgraph.floor_graph(model, case.args, case.kwargs)()
+        recorded = tgr.record(model, case.args, case.kwargs).graph
+    assert floorgraph.graph_counts(floor) == floorgraph.graph_counts(recorded)
+    # the floor labels an op by its function's name, the recorder by its own op names
+    reads = [sources for _, sources in op_reads(floor)]
+    assert reads == [sources for _, sources in op_reads(recorded)]
+    assert len(reads) > 2 and any(reads)
+
+
+def test_the_floor_sees_a_change_in_place_and_no_op_in_an_argument_handed_back() -> None:
+    class Block(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x * 2
+            y.add_(1)  # y's producer is now add_
+            return y.to(y.dtype) + x  # to() hands y back: no op
+
+    floor = floorgraph.floor_graph(Block(), (torch.ones(3),), {})()
+    reads = dict(op_reads(floor))
+    assert [label for label, _ in op_reads(floor)] == ["mul", "add_", "add"]
+    assert reads["add"] == ["(3,)", "1"]  # the input and add_'s result
