@@ -224,6 +224,17 @@ def floor_noting_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) -
     return run
 
 
+def floor_graph_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    """``floor:graph`` with the saved-tensor hooks of ``floor:noting+saved`` (grad mode: the
+    least a true graph costs where what autograd saves is counted, as by default)."""
+    graph = floor_graph(model, args, kwargs)
+
+    def run() -> Any:
+        with torch.autograd.graph.saved_tensors_hooks(_pack, _unpack):
+            return graph()
+    return run
+
+
 TOOLS: dict[str, Callable[..., Thunk]] = {
     "torchgraphrec": torchgraphrec_capture,
     "torchgraphrec+flops": torchgraphrec_flops_capture,
@@ -235,6 +246,7 @@ TOOLS: dict[str, Callable[..., Thunk]] = {
     "floor:noting+saved": floor_noting_and_saving,
     "floor:dispatch": floor_dispatch_mode,
     "floor:graph": floor_graph,
+    "floor:graph+saved": floor_graph_and_saving,
     "floor:calls+torchviz": floor_calls_and_torchviz,
     "torchviz": torchviz_capture,
     "torchview": torchview_capture,
@@ -245,7 +257,7 @@ TOOLS: dict[str, Callable[..., Thunk]] = {
 #: targets are for a training forward.
 GRAD_ONLY = frozenset({"torchviz", "floor:calls+torchviz", "torchgraphrec+flops",
                        "torchgraphrec+autograd", "flop_counter", "floor:dispatch",
-                       "floor:noting+saved"})
+                       "floor:noting+saved", "floor:graph+saved"})
 
 
 def _gpt2_small() -> Any:
