@@ -38,7 +38,7 @@ from torch.nn.modules import module as torch_module
 
 from torchgraphrec._torch import call_kwargs, current_frame
 
-__all__ = ["floor_graph", "graph_counts"]
+__all__ = ["floor_graph", "global_hooks", "graph_counts"]
 
 _Tensor = torch.Tensor
 _now = time.perf_counter_ns
@@ -198,14 +198,24 @@ class _Floor(torch.overrides.TorchFunctionMode):
         return graph
 
 
+def global_hooks(pre: Callable, post: Callable) -> list:
+    """``pre`` and ``post`` as global forward hooks (``post`` given the keyword arguments,
+    which torch 2.4 cannot do); their handles. Neither stays if either cannot be added."""
+    post_handle = torch_module.register_module_forward_hook(post, with_kwargs=True,
+                                                            always_call=True)
+    try:
+        return [torch_module.register_module_forward_pre_hook(pre), post_handle]
+    except BaseException:
+        post_handle.remove()
+        raise
+
+
 def floor_graph(model: torch.nn.Module, args: tuple, kwargs: dict) -> Callable[[], Any]:
     """A thunk recording one forward of ``model`` into a graph in the least a true
     recorder does (see the module's docstring); returns the graph."""
     def run() -> nx.DiGraph:
         floor = _Floor(model)
-        handles = [torch_module.register_module_forward_pre_hook(floor.pre),
-                   torch_module.register_module_forward_hook(floor.post, with_kwargs=True,
-                                                             always_call=True)]
+        handles = global_hooks(floor.pre, floor.post)
         try:
             with floor:
                 model(*args, **kwargs)

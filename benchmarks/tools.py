@@ -11,7 +11,7 @@ import torch
 import torch.utils._python_dispatch
 from torch.nn.modules import module as torch_module
 
-from floorgraph import floor_graph
+from floorgraph import floor_graph, global_hooks
 
 __all__ = ["TOOLS", "BENCH_MODELS", "GRAD_ONLY"]
 
@@ -88,14 +88,12 @@ def floor_global_hooks(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thu
     """No-op global pre/post hooks around every forward: what torchgraphrec's hooks cost
     before they do anything."""
     def run() -> Any:
-        pre = torch_module.register_module_forward_pre_hook(_noop)
-        post = torch_module.register_module_forward_hook(_noop, with_kwargs=True,
-                                                         always_call=True)
+        handles = global_hooks(_noop, _noop)
         try:
             return model(*args, **kwargs)
         finally:
-            pre.remove()
-            post.remove()
+            for handle in handles:
+                handle.remove()
     return run
 
 
@@ -163,9 +161,7 @@ def _noting_hooks(calls: list) -> list:
     def post(module: torch.nn.Module, inputs: tuple, given: dict, output: Any) -> None:
         calls[stack.pop()][2] = id(output)
 
-    return [torch_module.register_module_forward_pre_hook(pre),
-            torch_module.register_module_forward_hook(post, with_kwargs=True,
-                                                      always_call=True)]
+    return global_hooks(pre, post)
 
 
 def floor_calls_and_torchviz(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:

@@ -20,6 +20,7 @@ import torch
 import torchgraphrec as tgr
 from helpers import assert_same_tensors, fresh, hook_state, nodes_of, run_plain
 from models import ZOO, ChainOps, Raising
+from torchgraphrec.capture.saved import UNREADABLE_HOOKS
 from torchgraphrec.recording import backward_loss
 
 ZOO_NAMES = sorted(ZOO)
@@ -44,7 +45,10 @@ def test_records_without_warnings(name: str) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tgr.record(case.model, case.args, case.kwargs, backward=True)
-    assert [str(w.message) for w in caught] == []
+    # on a torch that cannot tell which saved-tensor hooks are active, the process's first
+    # recording says so once: about the torch, not the model (and alone, this test is first)
+    assert [str(w.message) for w in caught
+            if not str(w.message).startswith(UNREADABLE_HOOKS)] == []
 
 
 @pytest.mark.parametrize("name", ZOO_NAMES)
