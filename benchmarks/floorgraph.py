@@ -9,7 +9,8 @@ without, each in its cheapest form, inline:
 * each argument's producer found by ``id`` and told from a reused ``id`` by a weak
   reference and the version; parameters and buffers by one table of their ids;
 * a call's keyword arguments, read from ``Module._call_impl``'s frame as torchgraphrec
-  reads them (a global pre-hook is not given them);
+  reads them (a global pre-hook is not given them); the hooks' reads of tensors with torch
+  functions off (the mode would see them as ops) and the collector paused, as there;
 * an op's start and end with the recorder's own work taken off (two clock reads more);
 * an op's result crossing a call's boundary becomes a tensor node fed by the op (the
   values between layers, which the drawings show);
@@ -27,6 +28,7 @@ params as torchgraphrec's (``tests/test_benchmarks.py``).
 
 from __future__ import annotations
 
+import gc
 import time
 import weakref
 from collections.abc import Callable
@@ -75,6 +77,7 @@ class _Floor(torch.overrides.TorchFunctionMode):
         self.stack: list[int] = [-1]
         self.calls: list = []  # [module, parent, start, end]
         self.spent = 0
+        self.quiet = torch._C.DisableTorchFunction()
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: dict | None = None) -> Any:
@@ -100,7 +103,7 @@ class _Floor(torch.overrides.TorchFunctionMode):
                         self.spent += _now() - end
                         return out
             results = [out]
-        elif type(out) in _SEQUENCES:
+        elif isinstance(out, _SEQUENCES):  # also torch.return_types (max, topk...)
             results = [o for o in out if isinstance(o, _Tensor)]
         else:
             results = []
@@ -128,30 +131,36 @@ class _Floor(torch.overrides.TorchFunctionMode):
         self.current[id(tensor)] = (_ref(tensor), version, index)
         return index
 
+    # The hooks run while the mode is on: their reads of a tensor (its version, shape) would
+    # reach the mode's handler as ops, so they run with torch functions off, as the
+    # recorder's do.
+
     def pre(self, module: torch.nn.Module, args: tuple) -> None:
         entered = _now()
         kwargs = call_kwargs(current_frame())  # as torchgraphrec reads them
         index = len(self.calls)
         self.calls.append([module, self.stack[-1], entered - self.spent, 0])
         self.stack.append(index)
-        for tensor in args:
-            if isinstance(tensor, _Tensor):
-                self._boundary(tensor, index)
-        if kwargs:
-            for tensor in _tensors(kwargs.values()):
-                self._boundary(tensor, index)
+        with self.quiet:
+            for tensor in args:
+                if isinstance(tensor, _Tensor):
+                    self._boundary(tensor, index)
+            if kwargs:
+                for tensor in _tensors(kwargs.values()):
+                    self._boundary(tensor, index)
         self.spent += _now() - entered
 
     def post(self, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         entered = _now()
         index = self.stack.pop()
         self.calls[index][3] = entered - self.spent
-        if isinstance(output, _Tensor):
-            self._boundary(output, index)
-        else:
-            for tensor in _tensors(output if type(output) in _SEQUENCES
-                                   else getattr(output, "values", list)()):
-                self._boundary(tensor, index)
+        with self.quiet:
+            if isinstance(output, _Tensor):
+                self._boundary(output, index)
+            else:
+                for tensor in _tensors(output if isinstance(output, _SEQUENCES)
+                                       else getattr(output, "values", list)()):
+                    self._boundary(tensor, index)
         self.spent += _now() - entered
 
     def _boundary(self, tensor: _Tensor, call: int) -> None:
@@ -214,15 +223,21 @@ def floor_graph(model: torch.nn.Module, args: tuple, kwargs: dict) -> Callable[[
     """A thunk recording one forward of ``model`` into a graph in the least a true
     recorder does (see the module's docstring); returns the graph."""
     def run() -> nx.DiGraph:
-        floor = _Floor(model)
-        handles = global_hooks(floor.pre, floor.post)
+        collecting = gc.isenabled()
+        gc.disable()  # as the recorder does: a collection would cost the recording, not it
         try:
-            with floor:
-                model(*args, **kwargs)
+            floor = _Floor(model)
+            handles = global_hooks(floor.pre, floor.post)
+            try:
+                with floor:
+                    model(*args, **kwargs)
+            finally:
+                for handle in handles:
+                    handle.remove()
+            return floor.graph()
         finally:
-            for handle in handles:
-                handle.remove()
-        return floor.graph()
+            if collecting:
+                gc.enable()
     return run
 
 

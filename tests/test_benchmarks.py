@@ -74,3 +74,14 @@ def test_the_floor_sees_a_change_in_place_and_no_op_in_an_argument_handed_back()
     reads = dict(op_reads(floor))
     assert [label for label, _ in op_reads(floor)] == ["mul", "add_", "add"]
     assert reads["add"] == ["(3,)", "1"]  # the input and add_'s result
+
+
+def test_the_floor_records_ops_returning_named_tuples() -> None:
+    class Block(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.max(x * 2, 1).values + 1  # torch.return_types.max
+
+    floor = floorgraph.floor_graph(Block(), (torch.ones(2, 3),), {})()
+    recorded = tgr.record(Block(), torch.ones(2, 3)).graph
+    assert [label for label, _ in op_reads(floor)][:2] == ["mul", "max"]
+    assert [reads for _, reads in op_reads(floor)] == [reads for _, reads in op_reads(recorded)]
