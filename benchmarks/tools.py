@@ -9,7 +9,6 @@ import weakref
 
 import torch
 import torch.utils._python_dispatch
-from torch.nn.modules import module as torch_module
 
 from floorgraph import floor_graph, global_hooks
 
@@ -208,27 +207,26 @@ def _unpack(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-def floor_noting_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
-    """``floor:noting`` with saved-tensor hooks that only hand each tensor back (without a
-    reference cycle): the least a recorder that also counts what autograd saves (in grad
-    mode) pays before naming or building anything."""
-    noting = floor_noting(model, args, kwargs)
-
+def _saving(thunk: Thunk) -> Thunk:
+    """``thunk`` run under saved-tensor hooks that only hand each tensor back (without a
+    reference cycle)."""
     def run() -> Any:
         with torch.autograd.graph.saved_tensors_hooks(_pack, _unpack):
-            return noting()
+            return thunk()
     return run
+
+
+def floor_noting_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    """``floor:noting`` with saved-tensor hooks that only hand each tensor back: the least
+    a recorder that also counts what autograd saves (in grad mode) pays before naming or
+    building anything."""
+    return _saving(floor_noting(model, args, kwargs))
 
 
 def floor_graph_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
     """``floor:graph`` with the saved-tensor hooks of ``floor:noting+saved`` (grad mode: the
     least a true graph costs where what autograd saves is counted, as by default)."""
-    graph = floor_graph(model, args, kwargs)
-
-    def run() -> Any:
-        with torch.autograd.graph.saved_tensors_hooks(_pack, _unpack):
-            return graph()
-    return run
+    return _saving(floor_graph(model, args, kwargs))
 
 
 TOOLS: dict[str, Callable[..., Thunk]] = {
