@@ -32,13 +32,14 @@ import gc
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Optional
 
 import networkx as nx
 import torch
 from torch.nn.modules import module as torch_module
 
-from torchgraphrec._torch import call_kwargs, current_frame
+from torchgraphrec._torch import call_kwargs, current_frame, give_call_kwargs, \
+    global_pre_hook_takes_kwargs_by_id, take_call_kwargs
 
 __all__ = ["floor_graph", "global_hooks", "graph_counts"]
 
@@ -62,9 +63,11 @@ class _Floor(torch.overrides.TorchFunctionMode):
         # one walk over the modules, reading their own dicts (named_parameters() and
         # named_buffers() would walk them twice more)
         self.names: dict[int, str] = {}
+        self.modules: list[torch.nn.Module] = []
         self.params: dict[int, str] = {}  # id of a parameter or buffer -> its name
         for name, module in model.named_modules():
             self.names[id(module)] = name
+            self.modules.append(module)
             prefix = name + "." if name else ""
             for slots in (module._parameters, module._buffers):
                 for slot, tensor in slots.items():
@@ -135,9 +138,10 @@ class _Floor(torch.overrides.TorchFunctionMode):
     # reach the mode's handler as ops, so they run with torch functions off, as the
     # recorder's do.
 
-    def pre(self, module: torch.nn.Module, args: tuple) -> None:
+    def pre(self, module: torch.nn.Module, args: tuple, kwargs: Optional[dict] = None) -> None:
         entered = _now()
-        kwargs = call_kwargs(current_frame())  # as torchgraphrec reads them
+        if kwargs is None:  # as torchgraphrec reads them where modules cannot give them
+            kwargs = call_kwargs(current_frame())
         index = len(self.calls)
         self.calls.append([module, self.stack[-1], entered - self.spent, 0])
         self.stack.append(index)
@@ -227,11 +231,14 @@ def floor_graph(model: torch.nn.Module, args: tuple, kwargs: dict) -> Callable[[
         gc.disable()  # as the recorder does: a collection would cost the recording, not it
         try:
             floor = _Floor(model)
+            by_id = global_pre_hook_takes_kwargs_by_id()  # its probe call before any hook
             handles = global_hooks(floor.pre, floor.post)
+            given = give_call_kwargs(floor.modules, handles[0].id) if by_id else []
             try:
                 with floor:
                     model(*args, **kwargs)
             finally:
+                take_call_kwargs(given, handles[0].id)
                 for handle in handles:
                     handle.remove()
             return floor.graph()

@@ -11,6 +11,7 @@ import torch
 import torch.utils._python_dispatch
 
 from floorgraph import floor_graph, global_hooks
+from floorschema import floor_schema
 
 __all__ = ["TOOLS", "BENCH_MODELS", "GRAD_ONLY"]
 
@@ -223,6 +224,11 @@ def floor_noting_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) -
     return _saving(floor_noting(model, args, kwargs))
 
 
+def floor_schema_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    """``floor:schema`` with the saved-tensor hooks of ``floor:noting+saved``."""
+    return _saving(floor_schema(model, args, kwargs))
+
+
 def floor_graph_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
     """``floor:graph`` with the saved-tensor hooks of ``floor:noting+saved`` (grad mode: the
     least a true graph costs where what autograd saves is counted, as by default)."""
@@ -241,6 +247,8 @@ TOOLS: dict[str, Callable[..., Thunk]] = {
     "floor:dispatch": floor_dispatch_mode,
     "floor:graph": floor_graph,
     "floor:graph+saved": floor_graph_and_saving,
+    "floor:schema": floor_schema,
+    "floor:schema+saved": floor_schema_and_saving,
     "floor:calls+torchviz": floor_calls_and_torchviz,
     "torchviz": torchviz_capture,
     "torchview": torchview_capture,
@@ -251,7 +259,7 @@ TOOLS: dict[str, Callable[..., Thunk]] = {
 #: targets are for a training forward.
 GRAD_ONLY = frozenset({"torchviz", "floor:calls+torchviz", "torchgraphrec+flops",
                        "torchgraphrec+autograd", "flop_counter", "floor:dispatch",
-                       "floor:noting+saved", "floor:graph+saved"})
+                       "floor:noting+saved", "floor:graph+saved", "floor:schema+saved"})
 
 
 def _gpt2_small() -> Any:

@@ -1,9 +1,11 @@
-"""The benchmark's ``floor:graph`` does the same job as the recorder: the same ops, reading
-the same ops, params and inputs, on the same forward (else it would be no floor for it)."""
+"""The benchmark's floors do the recorder's job: ``floor:graph`` the same ops, reading the
+same ops, params and inputs, on the same forward; ``floor:schema`` the recorder's own graph
+(else neither would be a floor for it)."""
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,11 @@ _SPEC = importlib.util.spec_from_file_location(
     "floorgraph", Path(__file__).parents[1] / "benchmarks" / "floorgraph.py")
 floorgraph = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(floorgraph)
+sys.modules["floorgraph"] = floorgraph  # floorschema imports it as the benchmark does
+_SPEC = importlib.util.spec_from_file_location(
+    "floorschema", Path(__file__).parents[1] / "benchmarks" / "floorschema.py")
+floorschema = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(floorschema)
 
 # the floors' global post-hooks take the call's keyword arguments, as the recorder's do
 # where torch allows it (the benchmark runs on the pinned torch)
@@ -85,3 +92,46 @@ def test_the_floor_records_ops_returning_named_tuples() -> None:
     recorded = tgr.record(Block(), torch.ones(2, 3)).graph
     assert [label for label, _ in op_reads(floor)][:2] == ["mul", "max"]
     assert [reads for _, reads in op_reads(floor)] == [reads for _, reads in op_reads(recorded)]
+
+
+def _without_times(graph: nx.DiGraph) -> tuple[dict, dict]:
+    times = {"t_start_ns", "t_end_ns", "t_ns"}
+    nodes = {node: {k: v for k, v in attrs.items() if k not in times}
+             for node, attrs in graph.nodes(data=True)}
+    edges = {(u, v): {k: v for k, v in attrs.items() if k not in times}
+             for u, v, attrs in graph.edges(data=True)}
+    return nodes, edges
+
+
+def _required(graph: nx.DiGraph) -> tuple[dict, dict]:
+    """Every node's and edge's attributes the schema requires (and a tensor's name), by id."""
+    from torchgraphrec.schema import COMMON_NODE_ATTRS, EDGE_ATTRS, NODE_ATTRS
+
+    nodes, edges = _without_times(graph)
+    kept = {kind: {*COMMON_NODE_ATTRS, *attrs, "name"} for kind, attrs in NODE_ATTRS.items()}
+    return ({node: {k: v for k, v in attrs.items() if k in kept[attrs["kind"]]}
+             for node, attrs in nodes.items()},
+            {edge: {k: v for k, v in attrs.items() if k in EDGE_ATTRS}
+             for edge, attrs in edges.items()})
+
+
+@pytest.mark.parametrize("make", [models.mlp, models.resnet_like, models.gpt2],
+                         ids=["mlp", "resnet_like", "gpt2"])
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_the_schema_floor_returns_the_recorders_graph(make: Any, grad: bool) -> None:
+    case = make()
+    model = case.model.eval()
+    with torch.set_grad_enabled(grad):
+        floor = floorschema.floor_schema(model, case.args, case.kwargs)()
+        recorded = tgr.record(model, case.args, case.kwargs).graph
+    tgr.validate(floor)
+    floor_nodes, floor_edges = _required(floor)
+    nodes, edges = _required(recorded)
+    assert floor_nodes == nodes  # ids, kinds, parents, shapes, seq: all but the times
+    assert floor_edges == edges
+    assert len(nodes) > 10 and any(a.get("role") == "output" for a in nodes.values())
+    # what it leaves out: the optional attributes (costs, bytes), nothing else
+    optional = {k for attrs in _without_times(recorded)[0].values() for k in attrs} - \
+        {k for attrs in floor_nodes.values() for k in attrs}
+    assert optional <= {"bytes", "param_bytes", "trainable_params", "output_bytes",
+                        "forward_ms", "self_ms", "saved_bytes"}

@@ -9,7 +9,7 @@ import importlib
 import subprocess
 import sys
 import warnings
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 import torch
@@ -196,6 +196,32 @@ def test_call_kwargs_read_from_a_global_pre_hooks_caller() -> None:
         handle.remove()
     assert list(found[0]) == ["input"]
     assert _torch.call_kwargs_readable()
+
+
+def test_give_call_kwargs_hands_a_global_pre_hook_the_keyword_arguments() -> None:
+    found: list = []
+    model = nn.Sequential(nn.Identity())
+    inner = model[0]
+
+    def look(module: nn.Module, args: tuple, kwargs: Optional[dict] = None) -> None:
+        if module is inner:
+            found.append(kwargs)
+
+    before = [dict(m._forward_pre_hooks_with_kwargs) for m in model.modules()]
+    x = torch.ones(1)
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(look)
+    try:
+        tables = _torch.give_call_kwargs(model.modules(), handle.id)
+        inner(input=x)
+        _torch.take_call_kwargs(tables, handle.id)
+        inner(input=x)
+    finally:
+        handle.remove()
+    assert len(tables) == 2
+    assert found[0] == {"input": x} and found[0]["input"] is x
+    assert found[1] is None  # taken back: torch calls the hook without them again
+    assert [dict(m._forward_pre_hooks_with_kwargs) for m in model.modules()] == before
+    assert _torch.global_pre_hook_takes_kwargs_by_id()
 
 
 def test_call_kwargs_of_a_frame_without_them_is_empty() -> None:

@@ -150,6 +150,36 @@ def test_saved_bytes_equal_an_independent_count(name: str) -> None:
 
 
 @pytest.mark.needs("saved_bytes")
+def test_what_a_forward_drops_of_its_own_graph_is_let_go_while_it_runs() -> None:
+    import weakref
+
+    from torchgraphrec.capture.saved import HELD_SAVED
+
+    class Dropping(nn.Module):
+        """Computes a branch whose graph it drops, then saves many more tensors."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.alive_after: list[bool] = []
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            leaf = torch.ones(3, requires_grad=True)  # saved as it is by the mul below
+            gone = weakref.ref(leaf)
+            (leaf * x).sum().item()
+            del leaf
+            for _ in range(2 * HELD_SAVED):  # each exp saves its result
+                x = x.exp().log1p()
+            self.alive_after.append(gone() is not None)
+            return x
+
+    model = Dropping()
+    model(torch.ones(3, requires_grad=True))
+    graph = tgr.record(model, torch.ones(3, requires_grad=True)).graph
+    assert model.alive_after == [False, False]  # plain, recorded
+    assert graph.graph["saved_bytes"] > 0
+
+
+@pytest.mark.needs("saved_bytes")
 @pytest.mark.parametrize("name", ["resnet_like", "gpt2", "inplace"])
 def test_a_users_saved_tensor_hooks_still_see_every_tensor(name: str) -> None:
     plain_case, recorded_case = fresh(name), fresh(name)

@@ -92,6 +92,34 @@ def test_where_the_frame_cannot_be_read_module_hooks_see_keyword_arguments(
         {"p", "q"}
 
 
+@pytest.mark.needs("global_hook_kwargs")
+@pytest.mark.parametrize("way", ["given by the modules", "read from the frame"])
+def test_a_nested_calls_keyword_arguments_are_its_inputs(
+        way: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if way == "read from the frame":
+        monkeypatch.setattr(calls, "global_pre_hook_takes_kwargs_by_id", lambda: False)
+
+    class Scale(nn.Module):
+        def forward(self, x: torch.Tensor, *, by: torch.Tensor) -> torch.Tensor:
+            return x * by
+
+    class Outer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = Scale()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.scale(x + 1, by=x.exp())
+
+    model = Outer()
+    given = [dict(m._forward_pre_hooks_with_kwargs) for m in model.modules()]
+    graph = tgr.record(model, torch.ones(3)).graph
+    layer = graph.nodes["layer:scale#0"]
+    producers = [next(iter(graph.predecessors(t))) for t in layer["inputs"]]
+    assert [graph.nodes[p]["name"] for p in producers] == ["add", "exp"]
+    assert [dict(m._forward_pre_hooks_with_kwargs) for m in model.modules()] == given
+
+
 def test_a_recorder_failure_inside_an_op_never_reaches_the_forward(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from torchgraphrec.capture.state import CaptureState

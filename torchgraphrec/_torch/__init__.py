@@ -24,6 +24,7 @@ __all__ = [
     "HigherOrderOperator", "INLINE_ATTRIBUTES", "SAVED_TENSOR_HOOKS_READABLE", "TensorBase",
     "TorchDispatchMode", "aten_overloads", "aten_packets", "autograd_sequence_number",
     "call_kwargs", "call_kwargs_readable", "call_raised", "current_frame",
+    "give_call_kwargs", "global_pre_hook_takes_kwargs_by_id", "take_call_kwargs",
     "disable_dispatch_modes", "dispatch_mode_at", "dispatch_mode_depth", "dispatch_modes",
     "exclude_python_dispatch", "function_mode_depth", "function_modes",
     "functorch_transforms_active", "graph_task_id", "has_composite_implicit_kernel",
@@ -249,6 +250,54 @@ def call_kwargs_readable() -> bool:
     finally:
         handle.remove()
     return bool(found) and "input" in found[0]
+
+
+def give_call_kwargs(modules: Iterable[torch.nn.Module], hook_id: int) -> list[dict]:
+    """Have the global forward pre-hook whose handle id is ``hook_id`` given each of
+    ``modules``' calls' keyword arguments, as a module's own pre-hook registered
+    ``with_kwargs`` is: ``Module._call_impl`` asks the module's
+    ``_forward_pre_hooks_with_kwargs`` for every pre-hook's id, global ones too, and
+    ``TransformerEncoderLayer``'s fast path counts only the hooks themselves. Returns the
+    tables written into, for :func:`take_call_kwargs`."""
+    tables = []
+    for module in modules:
+        table = module.__dict__.get("_forward_pre_hooks_with_kwargs")
+        if table is not None:
+            table[hook_id] = True
+            tables.append(table)
+    return tables
+
+
+def take_call_kwargs(tables: Iterable[dict], hook_id: int) -> None:
+    """Undo :func:`give_call_kwargs` on the tables it returned."""
+    for table in tables:
+        table.pop(hook_id, None)
+
+
+@functools.lru_cache(maxsize=None)
+def global_pre_hook_takes_kwargs_by_id() -> bool:
+    """Whether :func:`give_call_kwargs` works on this torch (the call's keyword arguments
+    reach the global pre-hook, and are gone again once taken back).
+
+    >>> global_pre_hook_takes_kwargs_by_id()
+    True
+    """
+    found: list = []
+    probe = torch.nn.Identity()
+
+    def look(module: torch.nn.Module, args: tuple, kwargs: Optional[dict] = None) -> None:
+        if module is probe:
+            found.append(kwargs)
+
+    handle = register_module_forward_pre_hook(look)
+    try:
+        tables = give_call_kwargs([probe], handle.id)
+        probe(input=None)  # no tensor: no mode of the user's sees the probe
+        take_call_kwargs(tables, handle.id)
+        probe(input=None)
+    finally:
+        handle.remove()
+    return len(found) == 2 and found[0] == {"input": None} and found[1] is None
 
 
 def _takes_keyword(function: Callable, name: str) -> bool:

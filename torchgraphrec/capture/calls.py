@@ -12,7 +12,7 @@ from torch.nn.modules import module as torch_module
 
 from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, DisableTorchFunction, \
     autograd_sequence_number, call_kwargs, call_kwargs_readable, call_raised, current_frame, \
-    graph_task_id
+    give_call_kwargs, global_pre_hook_takes_kwargs_by_id, graph_task_id, take_call_kwargs
 from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
@@ -66,6 +66,10 @@ class CallTracker:
         # each call's index and output as it ends (where the forward did not raise)
         self.on_output: Optional[Callable[[int, Any], None]] = None
         self._handles: list[Any] = []
+        # the global pre-hook's id, where the modules hand it their calls' keyword arguments
+        # (reading them from the caller's frame costs more than a small layer's hook)
+        self._pre_hook_id: Optional[int] = None
+        self._kwargs_tables: list[dict] = []
         self._thread = -1
         self._quiet = DisableTorchFunction()
         self._noted: BaseException | None = None
@@ -78,7 +82,11 @@ class CallTracker:
         """Start listening (on the calling thread)."""
         self._thread = threading.get_ident()
         if call_kwargs_readable():
-            self._handles.append(torch_module.register_module_forward_pre_hook(self._pre_hook))
+            by_id = global_pre_hook_takes_kwargs_by_id()  # its probe call before our hook
+            handle = torch_module.register_module_forward_pre_hook(self._pre_hook)
+            self._handles.append(handle)
+            if by_id:
+                self._pre_hook_id = handle.id
         if GLOBAL_FORWARD_HOOKS_TAKE_KWARGS:
             self._handles.append(torch_module.register_module_forward_hook(
                 self._post_hook, with_kwargs=True, always_call=True))
@@ -89,6 +97,8 @@ class CallTracker:
         the call's frame cannot be read (correct, but hooks on a ``TransformerEncoderLayer``
         turn off its fast path), a post-hook where global ones take no keyword arguments.
         Also given the modules a forward builds as it runs."""
+        if self._pre_hook_id is not None:
+            self._kwargs_tables += give_call_kwargs(modules, self._pre_hook_id)
         for module in modules:
             if not call_kwargs_readable():
                 self._handles.append(module.register_forward_pre_hook(self._pre_hook,
@@ -101,6 +111,9 @@ class CallTracker:
         """Stop listening; safe to call twice."""
         while self._handles:
             self._handles.pop().remove()
+        if self._pre_hook_id is not None:
+            take_call_kwargs(self._kwargs_tables, self._pre_hook_id)
+            self._kwargs_tables, self._pre_hook_id = [], None
 
     # The hooks run between layers, whose compute leaves the caches cold: each is one
     # function with the one-tensor case inline, since in place every extra call and object

@@ -17,11 +17,15 @@ from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.storages import storages_of
 from torchgraphrec.errors import SavedBytesNotCounted
 
-__all__ = ["SavedBytes", "UNREADABLE_HOOKS"]
+__all__ = ["HELD_SAVED", "SavedBytes", "UNREADABLE_HOOKS"]
 
 _now: Callable[[], int] = time.perf_counter_ns
 _dispatch_modes: Callable[[], int] = dispatch_mode_depth
 _NOT_LAZY = (nn.Parameter, torch.Tensor)  # exactly these types: is_lazy need not ask
+
+#: How many saved tensors are held, at most, before their bytes are counted: counting a
+#: batch together costs a fraction of counting each as it is saved, between the layers.
+HELD_SAVED = 64
 
 #: Reasons for not counting saved bytes that are said once per process.
 _SAID: set[str] = set()
@@ -75,6 +79,8 @@ class SavedBytes:
         self._outer: Any = None
         self.active = False
         self.counted: set[int] = set()  # the ops of forwards that counted saved bytes
+        # (op index, tensor) saved and not counted yet (see HELD_SAVED)
+        self._saved: list[tuple[int, torch.Tensor]] = []
         self._first_op = 0
         self._warned = False
 
@@ -95,8 +101,21 @@ class SavedBytes:
     def end_forward(self) -> None:
         """Stop counting at the end of a forward."""
         if self.active:
+            self._count_saved()
             self.counted.update(range(self._first_op, len(self._ops)))
         self.pop()
+
+    def _count_saved(self) -> None:
+        """Count what was saved since the last count, in the order it was saved (the first
+        op to save a storage has its bytes), and let go of it."""
+        done, by_op = self.done, self.by_op
+        saved, self._saved = self._saved, []
+        for index, tensor in saved:
+            for storage in storages_of(tensor):
+                key = storage._cdata
+                if key not in done:
+                    done.add(key)
+                    by_op[index] = by_op.get(index, 0) + storage.nbytes()
 
     def of_op(self, index: int) -> Optional[int]:
         """The bytes saved while op ``index`` ran; ``None`` where they were not counted."""
@@ -128,6 +147,7 @@ class SavedBytes:
             self.active = False
             pop_saved_tensor_hooks()
         self.done = set()
+        self._saved = []
 
     def _count(self, storage: Any) -> None:
         """Add ``storage``'s bytes to the op running, once."""
@@ -139,22 +159,20 @@ class SavedBytes:
 
     def _pack(self, tensor: torch.Tensor) -> Any:
         entered = _now()
-        try:
-            storage = tensor.untyped_storage()
-        except (NotImplementedError, RuntimeError):  # a sparse tensor: its indices and values
-            for part in storages_of(tensor):
-                self._count(part)
-        else:  # inline, as _count: this runs for every tensor autograd saves
-            key = storage._cdata
-            if key not in self.done:
-                self.done.add(key)
-                index = len(self._ops)
-                self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
         clock = self._clock
         if self._outer is not None:  # the user's hooks: their work is the model's
+            for storage in storages_of(tensor):  # counted now: they may move it elsewhere
+                self._count(storage)
             clock.spent += _now() - entered + clock.costs.pack
             return self._outer[0](tensor)
         packed = tensor if tensor.is_leaf else _detached(tensor)
+        # held until counted, as autograd holds it: its storage cannot be freed and its
+        # address taken by another meanwhile; a few at a time, so that what a forward
+        # drops of its own graph is freed nearly as soon as without the recorder
+        saved = self._saved
+        saved.append((len(self._ops), packed))
+        if len(saved) >= HELD_SAVED:
+            self._count_saved()
         clock.spent += _now() - entered + clock.costs.pack
         return packed
 
