@@ -2,6 +2,11 @@
    (report/describe.py): it picks a form per element and lifts edges to what is drawn, in the
    DOT writer's order, so that a state a static drawing can express gives to_dot's bytes. */
 
+/* Whether the flow runs down or up the page (TB, BT) rather than sideways (LR, RL). */
+function tgrFlowsDown(rankdir) {
+  return rankdir === "TB" || rankdir === "BT";
+}
+
 /* What the page derives once from the description: children, run lookups, model outputs. */
 function tgrPrepare(D) {
   const n = D.ids.length;
@@ -376,7 +381,7 @@ function tgrWrite(P, state, folded, placed, lifted) {
     parts.node.set(i, [`${run.own} ${themed}`, run.extra]);
     bodies.get(parentOf.get(i)).push(`\t${name} [${run.own} ${themed}${group} ${run.extra}]\n`);
   }
-  if (state.rankdir === "TB" || state.rankdir === "BT") tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, F);
+  if (tgrFlowsDown(state.rankdir)) tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, F);
   tgrBeside(P, placed, edges, names, bodies);
   tgrRoleRows(P, placed, edges, names, bodies, parts, state.rankdir);
   const markerLines = tgrMarkers(P, placed, lifted, names, clusterNames, bodies, parts);
@@ -536,7 +541,7 @@ function tgrRoleRows(P, placed, edges, names, bodies, parts, rankdir) {
   parts.rows = [];
   for (const [cluster, found] of rows) {
     for (const inOrder of found) {
-      const row = rankdir === "LR" || rankdir === "RL" ? [...inOrder].reverse() : inOrder;
+      const row = tgrFlowsDown(rankdir) ? inOrder : [...inOrder].reverse();
       bodies.get(cluster).push(`\t{rank=same; ${row.map((n) => names.get(n)).join(" -> ")} [style=invis]}\n`);
       parts.rows.push([cluster, row]);
     }

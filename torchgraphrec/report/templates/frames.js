@@ -10,13 +10,18 @@ function tgrPortPlaces(svg, box) {
   for (const [kind, ends] of [["pi", own.byTail], ["po", own.byHead]]) {
     for (const [port, parts] of ends) {
       if (!port.startsWith(kind)) continue;
-      const points = tgrPoints(parts[0].querySelector("path"));
-      let at = kind === "pi" ? points[0] : points[points.length - 1];
-      if (kind === "po") at = tgrTip(parts[0], at);
+      const at = tgrPortPoint(parts[0], kind === "pi");
       if (at) places.set(port, [at[0] - box[0], at[1] - box[1]]);
     }
   }
   return places;
+}
+
+/* Where a part of an edge meets its port: its start (``entering``: an entry port's), or the
+   tip of its arrowhead (an exit port's); ``undefined`` for a part with no path points. */
+function tgrPortPoint(g, entering, points = tgrPoints(g.querySelector("path"))) {
+  if (!points.length) return undefined;
+  return entering ? points[0] : tgrTip(g, points[points.length - 1]);
 }
 
 /* The arrowhead's tip of an edge whose path ends at ``end`` (``end`` where it has none). */
@@ -57,7 +62,7 @@ function tgrHooks(children, joins, laid, rankdir) {
    one-point cell, named after the port, in line with each of its ports (``places``), on the
    side its flow enters or leaves it, and Graphviz brings each part outside to its cell. */
 function tgrPortBox(name, w, h, places, rankdir) {
-  const W = Math.max(3, Math.round(w)), H = Math.max(3, Math.round(h)), across = rankdir === "TB" || rankdir === "BT";
+  const W = Math.max(3, Math.round(w)), H = Math.max(3, Math.round(h)), across = tgrFlowsDown(rankdir);
   const T = 'BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"';
   const cell = (n, port) => `<TD${port ? ` PORT="${port}"` : ""} FIXEDSIZE="TRUE" WIDTH="${across ? n : 1}" HEIGHT="${across ? 1 : n}"></TD>`;
   const strip = (kind) => {  // one side's cells: spacers, and a port's cell where it is
@@ -175,13 +180,13 @@ function tgrPortEnds(parts, side) {
     if (n < 4) continue;
     const arrows = [...g.querySelectorAll("polygon")];
     if (side === "in") {
-      at = at || points[0];
+      at = at || tgrPortPoint(g, true, points);
       const away = tgrUnit(tgrDirection(points[0], points[1]));
       points.splice(0, 1, at);
       going[0] += away[0]; going[1] += away[1];
     } else {
       const end = points[n - 1], toward = tgrDirection(points[n - 2], end);
-      at = at || tgrTip(g, end);
+      at = at || tgrPortPoint(g, false, points);
       arrows.forEach((arrow) => arrow.remove());
       points.splice(n - 3, 3, ...tgrBend(points[n - 4], tgrDirection(points[n - 4], points[n - 3]), at, toward), at);
       const unit = tgrUnit(toward);

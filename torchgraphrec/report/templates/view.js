@@ -99,7 +99,7 @@ function tgrOpeningView(R) {
   // at the first box
   const [x, y, w, h] = tgrBox(svg), scale = 1.1, margin = 16;
   const [fx, fy, fw, fh] = first ? tgrExtent(svg, first) : [x, y, w, h];
-  const across = rankdir === "TB" || rankdir === "BT";
+  const across = tgrFlowsDown(rankdir);
   const at = across
     ? [fx + fw / 2, rankdir === "TB" ? y : y + h, rect.left + rect.width / 2, rankdir === "TB" ? rect.top + margin : rect.bottom - margin]
     : [rankdir === "LR" ? x : x + w, fy + fh / 2, rankdir === "LR" ? rect.left + margin : rect.right - margin, rect.top + rect.height / 2];
@@ -111,7 +111,7 @@ function tgrOpeningView(R) {
    middle of a wide drawing's start may be empty cluster space (T5's, between its encoder
    and decoder). */
 function tgrFirstBox(svg, rankdir) {
-  const whole = svg.getBoundingClientRect(), across = rankdir === "TB" || rankdir === "BT";
+  const whole = svg.getBoundingClientRect(), across = tgrFlowsDown(rankdir);
   const middle = across ? whole.left + whole.width / 2 : whole.top + whole.height / 2;
   const start = {TB: (r) => r.top, BT: (r) => -r.bottom, LR: (r) => r.left, RL: (r) => -r.right}[rankdir] || ((r) => r.top);
   let best = null, bestStart = Infinity, bestOff = Infinity;
