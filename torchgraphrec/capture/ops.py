@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import time
 import types
 import weakref
@@ -25,6 +26,9 @@ _SEQUENCES = (list, tuple)
 _now = time.perf_counter_ns
 _ref = weakref.ref
 _autograd_number: Callable[[], int] = autograd_sequence_number
+_version_of = operator.attrgetter("_version")
+#: An op's arguments as its record keeps them where all of them are tensors, by their count.
+_MARKS = tuple((TENSOR,) * count for count in range(8))
 
 
 def _scan(values: Any, inputs: list, plain: list) -> None:
@@ -148,16 +152,15 @@ class OpRecorder:
         if guard is not None:
             guard.__enter__()
         number = _autograd_number()
-        inputs: list = []
-        plain: list = []
         for value in args:
-            if isinstance(value, _Tensor):
-                inputs.append(value)
-                plain.append(TENSOR)
-            elif type(value) in _SEQUENCES:
-                _scan((value,), inputs, plain)
-            else:
-                plain.append(value)
+            if not isinstance(value, _Tensor):
+                inputs: list = []
+                plain: Any = []
+                _scan(args, inputs, plain)
+                break
+        else:  # the usual op: tensors only
+            inputs, plain = list(args), _MARKS[len(args)] if len(args) < 8 else \
+                (TENSOR,) * len(args)
         plain_kwargs = kwargs  # a new dict per call: kept as it is where it holds no tensor
         for value in kwargs.values():
             if isinstance(value, _Tensor) or type(value) in _SEQUENCES:
@@ -165,12 +168,10 @@ class OpRecorder:
                 _scan(kwargs.values(), inputs, values)
                 plain_kwargs = dict(zip(kwargs, values))
                 break
-        versions = []
-        for tensor in inputs:
-            try:
-                versions.append(tensor._version)
-            except RuntimeError:  # an inference tensor keeps no version counter
-                versions.append(-1)
+        try:
+            versions = list(map(_version_of, inputs))
+        except RuntimeError:  # an inference tensor keeps no version counter
+            versions = list(map(version_of, inputs))
         events = self._events
         seq_before = events.seq
         if guard is not None:
@@ -191,16 +192,13 @@ class OpRecorder:
             guard.__enter__()
         try:
             made = _autograd_number() - number
-            changed = None
-            position = 0
-            for tensor in inputs:
-                try:
-                    version = tensor._version
-                except RuntimeError:
-                    version = -1
-                if version != versions[position]:
-                    changed = (changed or []) + [(tensor, version)]
-                position += 1
+            try:
+                after = list(map(_version_of, inputs))
+            except RuntimeError:
+                after = list(map(version_of, inputs))
+            changed = None if after == versions else \
+                [(tensor, version) for tensor, old, version in zip(inputs, versions, after)
+                 if version != old]
             if changed is None and self._written_by_schema:
                 changed = written_by_schema(func, args, kwargs)
             elif changed is None and versions and versions[0] < 0:  # inference tensors: by name

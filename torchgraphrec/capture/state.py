@@ -121,7 +121,8 @@ class CaptureState:
                 events.seq += 1
                 events.params[node] = (call, events.seq, tensor.shape, tensor.dtype,
                                        tensor.requires_grad)
-            self.values.set(tensor, version, node, None)
+            # no entry of its own: found by its id alone at each use (the model keeps it
+            # alive), until an op changes it in place and so becomes its producer
             return node
         earlier = self.values.from_earlier(tensor)
         if earlier is not None:
