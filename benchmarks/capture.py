@@ -21,7 +21,10 @@ saved-tensor hooks (grad mode: what counting saved bytes needs); ``floor:graph``
 (``floorgraph.py``) is the least a recorder does that returns a true graph of the same
 ops, params, calls and values between them, each part in its cheapest form: noting plus
 versions after each op, producers, the recorder's own time taken off, tensor nodes at
-call boundaries and a ``networkx`` graph built in one pass. ``--clock thread``
+call boundaries and a ``networkx`` graph built in one pass; ``floor:schema``
+(``floorschema.py``) the least a recorder does that returns torchgraphrec's own graph
+(its ids and every attribute the schema requires); ``+saved`` adds saved-tensor hooks
+that hand each tensor back. ``--clock thread``
 measures the thread's CPU time instead of wall time (for a machine shared with other work:
 it is blind to time the process spends descheduled, which on an idle machine is the same).
 ``--no-collect`` leaves out the ``gc.collect()`` before each sample, a diagnostic, not a
@@ -194,14 +197,18 @@ def _ratio(results: Results, key: tuple[str, str, str]) -> Optional[float]:
 
 def _floor_note(results: Results, model_name: str, mode: str, tool: str,
                 target: float) -> str:
-    """Where the default's target stands against ``floor:graph`` (in grad mode with the
-    saved-tensor hooks the default runs too), when the run measured it."""
-    floor_tool = "floor:graph+saved" if mode == "grad" else "floor:graph"
-    floor = _ratio(results, (model_name, mode, floor_tool)) if tool == "torchgraphrec" else None
-    if floor is None:
+    """Where the default's target stands against the floors the run measured (in grad mode
+    with the saved-tensor hooks the default runs too): ``floor:graph`` and ``floor:schema``."""
+    if tool != "torchgraphrec":
         return ""
-    where = "below" if target < floor else "above"
-    return f"; {floor_tool} {floor:.2f}x: the target is {where} it"
+    notes = []
+    for floor_tool in ("floor:graph", "floor:schema"):
+        floor_tool += "+saved" if mode == "grad" else ""
+        floor = _ratio(results, (model_name, mode, floor_tool))
+        if floor is not None:
+            where = "below" if target < floor else "above"
+            notes.append(f"; {floor_tool} {floor:.2f}x: the target is {where} it")
+    return "".join(notes)
 
 
 def _report_targets(results: Results, models: list[str]) -> None:

@@ -135,3 +135,19 @@ def test_the_schema_floor_returns_the_recorders_graph(make: Any, grad: bool) -> 
         {k for attrs in floor_nodes.values() for k in attrs}
     assert optional <= {"bytes", "param_bytes", "trainable_params", "output_bytes",
                         "forward_ms", "self_ms", "saved_bytes"}
+
+
+def test_a_target_is_set_beside_each_floor_the_run_measured() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "capture_bench", Path(__file__).parents[1] / "benchmarks" / "capture.py")
+    capture = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(capture)
+    ok = {"status": "ok"}
+    results = {("gpt2_small", "grad", "floor:schema+saved"): {**ok, "ratio": 1.25},
+               ("gpt2_small", "grad", "floor:graph+saved"): {**ok, "ratio": 1.15},
+               ("gpt2_small", "no_grad", "floor:schema"): {"status": "FAIL", "ratio": 1.0}}
+    note = capture._floor_note(results, "gpt2_small", "grad", "torchgraphrec", 1.2)
+    assert note == ("; floor:graph+saved 1.15x: the target is above it"
+                    "; floor:schema+saved 1.25x: the target is below it")
+    assert capture._floor_note(results, "gpt2_small", "no_grad", "torchgraphrec", 1.15) == ""
+    assert capture._floor_note(results, "gpt2_small", "grad", "torchviz", 1.2) == ""

@@ -1,12 +1,14 @@
-"""The raw records' named fields read what the op handler and the hooks wrote."""
+"""The raw records' fields read what the handler and hooks wrote; attributes named from them."""
 
 from __future__ import annotations
 
 import typing
 
+import pytest
 import torch
 from torch import nn
 
+import torchgraphrec as tgr
 from torchgraphrec.capture import events
 from torchgraphrec.capture.capture import Capture
 
@@ -43,3 +45,21 @@ def test_the_named_fields_are_the_graphs_attributes() -> None:
             (attrs["seq"], attrs["version"])
     # the input (no call), the Linear's output, the ReLU's (also the model's)
     assert [record[events.TENSOR_CALL] for record in tensors] == [-1, 1, 2]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("in_features=2, out_features=3, bias=True", "in_features=2, out_features=3, bias=True"),
+    ("  (0): one\n  (1): two  ", "(0): one (1): two"),
+    ("a\tb\u00a0c", "a b c"),
+    ("", ""),
+])
+def test_a_layers_settings_are_its_extra_repr_on_one_line(text: str, expected: str) -> None:
+    class Described(torch.nn.Module):
+        def extra_repr(self) -> str:
+            return text
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + 1
+
+    graph = tgr.record(Described(), torch.ones(2)).graph
+    assert graph.nodes["layer:#0"]["settings"] == expected

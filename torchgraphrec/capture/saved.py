@@ -111,7 +111,11 @@ class SavedBytes:
         done, by_op = self.done, self.by_op
         saved, self._saved = self._saved, []
         for index, tensor in saved:
-            for storage in storages_of(tensor):
+            try:
+                storages: Any = (tensor.untyped_storage(),)
+            except (NotImplementedError, RuntimeError):  # a sparse tensor's are its parts'
+                storages = storages_of(tensor)
+            for storage in storages:
                 key = storage._cdata
                 if key not in done:
                     done.add(key)
@@ -165,7 +169,12 @@ class SavedBytes:
                 self._count(storage)
             clock.spent += _now() - entered + clock.costs.pack
             return self._outer[0](tensor)
-        packed = tensor if tensor.is_leaf else _detached(tensor)
+        if tensor.is_leaf:
+            packed = tensor
+        elif _dispatch_modes():
+            packed = _detached(tensor)
+        else:  # _detached's usual case, inline: this runs for every tensor autograd saves
+            packed = tensor.detach()
         # held until counted, as autograd holds it: its storage cannot be freed and its
         # address taken by another meanwhile; a few at a time, so that what a forward
         # drops of its own graph is freed nearly as soon as without the recorder

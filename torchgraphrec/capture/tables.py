@@ -150,9 +150,13 @@ class ModuleTable:
         'in_features=2, out_features=3, bias=True'
         """
         try:
-            return " ".join(str(self.modules[index].extra_repr()).split())
+            text = str(self.modules[index].extra_repr())
         except Exception:  # noqa: BLE001 - a user's extra_repr may fail on a half-built module
             return ""
+        # already one line, single-spaced (the usual): what split() and join() would give
+        if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+            return text
+        return " ".join(text.split())
 
     def module_by_qualname(self, qualname: str) -> int | None:
         """The index of the module named ``qualname``, if there is one."""
