@@ -41,7 +41,7 @@ from torch.nn.modules import module as torch_module
 from torchgraphrec._torch import call_kwargs, current_frame, give_call_kwargs, \
     global_pre_hook_takes_kwargs_by_id, take_call_kwargs
 
-__all__ = ["floor_graph", "global_hooks", "graph_counts"]
+__all__ = ["floor_graph", "global_hooks", "graph_counts", "recorded"]
 
 _Tensor = torch.Tensor
 _now = time.perf_counter_ns
@@ -226,26 +226,33 @@ def global_hooks(pre: Callable, post: Callable) -> list:
 def floor_graph(model: torch.nn.Module, args: tuple, kwargs: dict) -> Callable[[], Any]:
     """A thunk recording one forward of ``model`` into a graph in the least a true
     recorder does (see the module's docstring); returns the graph."""
-    def run() -> nx.DiGraph:
-        collecting = gc.isenabled()
-        gc.disable()  # as the recorder does: a collection would cost the recording, not it
+    return lambda: recorded(_Floor, model, args, kwargs)
+
+
+def recorded(make_floor: Callable[[torch.nn.Module], Any], model: torch.nn.Module,
+             args: tuple, kwargs: dict) -> nx.DiGraph:
+    """One forward of ``model`` under the floor ``make_floor(model)`` makes (a mode with
+    ``pre`` and ``post`` hooks, the ``modules`` it hooks and a ``graph()``), the collector
+    paused as the recorder pauses it, each call's keyword arguments handed to its pre-hook
+    by the modules as the recorder has them; the floor's graph."""
+    collecting = gc.isenabled()
+    gc.disable()  # a collection would cost the recording, not the floor
+    try:
+        floor = make_floor(model)
+        by_id = global_pre_hook_takes_kwargs_by_id()  # its probe call before any hook
+        handles = global_hooks(floor.pre, floor.post)
+        given = give_call_kwargs(floor.modules, handles[0].id) if by_id else []
         try:
-            floor = _Floor(model)
-            by_id = global_pre_hook_takes_kwargs_by_id()  # its probe call before any hook
-            handles = global_hooks(floor.pre, floor.post)
-            given = give_call_kwargs(floor.modules, handles[0].id) if by_id else []
-            try:
-                with floor:
-                    model(*args, **kwargs)
-            finally:
-                take_call_kwargs(given, handles[0].id)
-                for handle in handles:
-                    handle.remove()
-            return floor.graph()
+            with floor:
+                model(*args, **kwargs)
         finally:
-            if collecting:
-                gc.enable()
-    return run
+            take_call_kwargs(given, handles[0].id)
+            for handle in handles:
+                handle.remove()
+        return floor.graph()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def graph_counts(graph: nx.DiGraph) -> dict[str, int]:

@@ -29,7 +29,6 @@ forward cheaper on MLP-200 than its first version, with the same graph.
 
 from __future__ import annotations
 
-import gc
 import operator
 import time
 import weakref
@@ -38,9 +37,8 @@ from typing import Any, Callable, Optional
 import networkx as nx
 import torch
 
-from floorgraph import global_hooks
-from torchgraphrec._torch import call_kwargs, current_frame, give_call_kwargs, \
-    global_pre_hook_takes_kwargs_by_id, take_call_kwargs
+from floorgraph import recorded
+from torchgraphrec._torch import call_kwargs, current_frame
 from torchgraphrec.capture.opnames import TENSOR, op_args_text, op_name_of
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
 from torchgraphrec.schema import SCHEMA_VERSION
@@ -163,6 +161,11 @@ class _SchemaFloor(torch.overrides.TorchFunctionMode):
         self.seq = self.numbers = self.spent = 0
         self.t0 = _now()
         self.quiet = torch._C.DisableTorchFunction()
+
+    @property
+    def modules(self) -> list[torch.nn.Module]:
+        """The model's modules, which hand the pre-hook their calls' keyword arguments."""
+        return self.model.modules
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (),
                            kwargs: Optional[dict] = None) -> Any:
@@ -516,24 +519,4 @@ def _param_nodes(floor: _SchemaFloor, ids: list[str],
 def floor_schema(model: torch.nn.Module, args: tuple, kwargs: dict) -> Callable[[], Any]:
     """A thunk recording one forward of ``model`` into the schema's graph in the least a
     true recorder does (see the module's docstring); returns the graph."""
-    def run() -> nx.DiGraph:
-        collecting = gc.isenabled()
-        gc.disable()  # as the recorder does: a collection would cost the recording, not it
-        try:
-            floor = _SchemaFloor(model)
-            by_id = global_pre_hook_takes_kwargs_by_id()
-            handles = global_hooks(floor.pre, floor.post)
-            given = give_call_kwargs(floor.model.modules, handles[0].id) if by_id else []
-            try:
-                with floor:
-                    model(*args, **kwargs)
-            finally:
-                take_call_kwargs(given, handles[0].id)
-                for handle in handles:
-                    handle.remove()
-            return floor.graph()
-        finally:
-            if collecting:
-                gc.enable()
-    return run
-
+    return lambda: recorded(_SchemaFloor, model, args, kwargs)
