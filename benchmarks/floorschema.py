@@ -11,7 +11,8 @@ cheapest form, and builds the graph in one pass at the end:
 * what ``floor:graph`` notes (ops and their producers by id, weak reference and version, in
   place changes, arguments handed back, its own time taken off, call boundaries), with the
   usual paths of the handler and the hooks inline, and parameters found by their id alone
-  (the model keeps them alive);
+  (the model keeps them alive; the recorder also follows a parameter or buffer changed in
+  place through a view, which none of the benchmark's models does);
 * every node's observation number, every call's depth, training flag, inputs and outputs,
   each tensor node's version, device, ``requires_grad`` and role, each op's non-tensor
   arguments and autograd node;

@@ -287,3 +287,20 @@ def test_under_no_grad_frozen_weights_show_their_params_and_ops() -> None:
     with torch.no_grad():
         recording = tgr.record(model, torch.randn(4, 8))
     assert repr(recording) == "<Recording model=Sequential layers=4 ops=3 tensors=4 params=4>"
+
+
+def test_a_buffer_changed_in_place_through_a_view_is_read_from_the_change() -> None:
+    class Cache(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("cache", torch.zeros(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.cache[1:3].copy_(x)  # through a view: the buffer's own version moves too
+            return self.cache * 2
+
+    with torch.no_grad():
+        graph = tgr.record(Cache(), torch.ones(2)).graph
+    ops = {attrs["name"]: node for node, attrs in nodes_of(graph, "op").items()}
+    assert list(graph.predecessors(ops["mul"])) == [ops["copy_"]]
+    assert list(graph.predecessors(ops["getitem"])) == ["param:cache"]

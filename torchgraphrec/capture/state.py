@@ -121,8 +121,7 @@ class CaptureState:
                 events.seq += 1
                 events.params[node] = (call, events.seq, tensor.shape, tensor.dtype,
                                        tensor.requires_grad)
-            # no entry of its own: found by its id alone at each use (the model keeps it
-            # alive), until an op changes it in place and so becomes its producer
+            self.values.set(tensor, version, node, None)
             return node
         earlier = self.values.from_earlier(tensor)
         if earlier is not None:
