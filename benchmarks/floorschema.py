@@ -88,19 +88,13 @@ class _Model:
             modules.append(module)
             qualnames.append(qualname)
             parents.append(parent)
-            slots = module._parameters
-            if slots:
-                prefix = "param:" + qualname + "." if qualname else "param:"
+            prefix = "param:" + qualname + "." if qualname else "param:"
+            for buffer, slots in ((False, module._parameters), (True, module._buffers)):
                 for slot, tensor in slots.items():
                     if tensor is not None and id(tensor) not in params:
-                        params[id(tensor)] = (prefix + slot, owner, False)
-                        owned.append((owner, tensor))
-            slots = module._buffers
-            if slots:
-                prefix = "param:" + qualname + "." if qualname else "param:"
-                for slot, tensor in slots.items():
-                    if tensor is not None and id(tensor) not in params:
-                        params[id(tensor)] = (prefix + slot, owner, True)
+                        params[id(tensor)] = (prefix + slot, owner, buffer)
+                        if not buffer:
+                            owned.append((owner, tensor))
             children = module._modules
             if children:
                 dot = qualname + "." if qualname else ""

@@ -54,15 +54,19 @@ def op_reads(graph: nx.DiGraph) -> list[tuple[str, list[Any]]]:
             for op in ops]
 
 
+def _beside(floor: Any, case: Any, grad: bool) -> tuple[nx.DiGraph, nx.DiGraph]:
+    """The floor's graph and the recorder's of one forward of ``case``'s model in eval mode."""
+    model = case.model.eval()
+    with torch.set_grad_enabled(grad):
+        return (floor(model, case.args, case.kwargs)(),
+                tgr.record(model, case.args, case.kwargs).graph)
+
+
 @pytest.mark.parametrize("make", [models.mlp, models.resnet_like, models.gpt2],
                          ids=["mlp", "resnet_like", "gpt2"])
 @pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
 def test_the_floor_records_what_the_recorder_records(make: Any, grad: bool) -> None:
-    case = make()
-    model = case.model.eval()
-    with torch.set_grad_enabled(grad):
-        floor = floorgraph.floor_graph(model, case.args, case.kwargs)()
-        recorded = tgr.record(model, case.args, case.kwargs).graph
+    floor, recorded = _beside(floorgraph.floor_graph, make(), grad)
     assert floorgraph.graph_counts(floor) == floorgraph.graph_counts(recorded)
     # the floor labels an op by its function's name, the recorder by its own op names
     reads = [sources for _, sources in op_reads(floor)]
@@ -119,11 +123,7 @@ def _required(graph: nx.DiGraph) -> tuple[dict, dict]:
                          ids=["mlp", "resnet_like", "gpt2"])
 @pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
 def test_the_schema_floor_returns_the_recorders_graph(make: Any, grad: bool) -> None:
-    case = make()
-    model = case.model.eval()
-    with torch.set_grad_enabled(grad):
-        floor = floorschema.floor_schema(model, case.args, case.kwargs)()
-        recorded = tgr.record(model, case.args, case.kwargs).graph
+    floor, recorded = _beside(floorschema.floor_schema, make(), grad)
     tgr.validate(floor)
     floor_nodes, floor_edges = _required(floor)
     nodes, edges = _required(recorded)

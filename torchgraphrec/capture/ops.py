@@ -27,8 +27,6 @@ _now = time.perf_counter_ns
 _ref = weakref.ref
 _autograd_number: Callable[[], int] = autograd_sequence_number
 _version_of = operator.attrgetter("_version")
-#: An op's arguments as its record keeps them where all of them are tensors, by their count.
-_MARKS = tuple((TENSOR,) * count for count in range(8))
 
 
 def _scan(values: Any, inputs: list, plain: list) -> None:
@@ -159,8 +157,7 @@ class OpRecorder:
                 _scan(args, inputs, plain)
                 break
         else:  # the usual op: tensors only
-            inputs, plain = list(args), _MARKS[len(args)] if len(args) < 8 else \
-                (TENSOR,) * len(args)
+            inputs, plain = list(args), (TENSOR,) * len(args)
         plain_kwargs = kwargs  # a new dict per call: kept as it is where it holds no tensor
         for value in kwargs.values():
             if isinstance(value, _Tensor) or type(value) in _SEQUENCES:

@@ -108,18 +108,10 @@ class SavedBytes:
     def _count_saved(self) -> None:
         """Count what was saved since the last count, in the order it was saved (the first
         op to save a storage has its bytes), and let go of it."""
-        done, by_op = self.done, self.by_op
         saved, self._saved = self._saved, []
         for index, tensor in saved:
-            try:
-                storages: Any = (tensor.untyped_storage(),)
-            except (NotImplementedError, RuntimeError):  # a sparse tensor's are its parts'
-                storages = storages_of(tensor)
-            for storage in storages:
-                key = storage._cdata
-                if key not in done:
-                    done.add(key)
-                    by_op[index] = by_op.get(index, 0) + storage.nbytes()
+            for storage in storages_of(tensor):
+                self._count(storage, index)
 
     def of_op(self, index: int) -> Optional[int]:
         """The bytes saved while op ``index`` ran; ``None`` where they were not counted."""
@@ -153,12 +145,11 @@ class SavedBytes:
         self.done = set()
         self._saved = []
 
-    def _count(self, storage: Any) -> None:
-        """Add ``storage``'s bytes to the op running, once."""
+    def _count(self, storage: Any, index: int) -> None:
+        """Add ``storage``'s bytes to op ``index``, once."""
         key = storage._cdata
         if key not in self.done:
             self.done.add(key)
-            index = len(self._ops)
             self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
 
     def _pack(self, tensor: torch.Tensor) -> Any:
@@ -166,7 +157,7 @@ class SavedBytes:
         clock = self._clock
         if self._outer is not None:  # the user's hooks: their work is the model's
             for storage in storages_of(tensor):  # counted now: they may move it elsewhere
-                self._count(storage)
+                self._count(storage, len(self._ops))
             clock.spent += _now() - entered + clock.costs.pack
             return self._outer[0](tensor)
         if tensor.is_leaf:
