@@ -13,7 +13,8 @@ Strict by construction, so that no tool is flattered:
 
 Columns: each tool with autograd on (``grad``) and under ``torch.no_grad()`` (``no_grad``);
 ``torchgraphrec+flops`` records with ``flops=True`` beside ``FlopCounterMode``, PyTorch's
-own counter, in the same run; ``floor:*`` are no-op hooks and modes, what any hook- or
+own counter, in the same run; ``torchgraphrec+memory`` with ``memory=True`` (saved bytes
+counted); ``floor:*`` are no-op hooks and modes, what any hook- or
 mode-based recorder pays before doing anything, and ``floor:noting`` the same hooks and mode
 only appending what each call and op took and made to lists (the least a Python recorder
 of every op does, before naming or building a graph); ``floor:noting+saved`` adds no-op

@@ -105,7 +105,7 @@ def _trace_shape(path: Path) -> str:
 def torchgraphrec_report(model: nn.Module, args: tuple, folder: Path) -> Report:
     import torchgraphrec
 
-    rec = torchgraphrec.record(model, args, flops=True, backward=True)
+    rec = torchgraphrec.record(model, args, flops=True, memory=True, backward=True)
     trace = rec.render(folder / "torchgraphrec.trace.json")
     return {**{k: rec.graph.graph.get(k) for k in ("flops", "backward_flops", "saved_bytes")},
             "timeline": _trace_shape(trace), "notes": "per op and per module call"}

@@ -42,6 +42,12 @@ def torchgraphrec_flops_capture(model: torch.nn.Module, args: tuple, kwargs: dic
     return lambda: torchgraphrec.record(model, args, kwargs, flops=True).graph
 
 
+def torchgraphrec_memory_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
+    import torchgraphrec
+
+    return lambda: torchgraphrec.record(model, args, kwargs, memory=True).graph
+
+
 def flop_counter_capture(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
     """PyTorch's own FLOP counter around the forward, with its per-module table."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -238,6 +244,7 @@ def floor_graph_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) ->
 TOOLS: dict[str, Callable[..., Thunk]] = {
     "torchgraphrec": torchgraphrec_capture,
     "torchgraphrec+flops": torchgraphrec_flops_capture,
+    "torchgraphrec+memory": torchgraphrec_memory_capture,
     "torchgraphrec+autograd": torchgraphrec_autograd_capture,
     "flop_counter": flop_counter_capture,
     "floor:hooks": floor_global_hooks,
@@ -255,9 +262,10 @@ TOOLS: dict[str, Callable[..., Thunk]] = {
     "torchlens": torchlens_capture,
     "torchrecorder": torchrecorder_capture,
 }
-#: Measured with autograd on only: torchviz draws the autograd graph, and the FLOP
-#: targets are for a training forward.
+#: Measured with autograd on only: torchviz draws the autograd graph, the FLOP targets
+#: are for a training forward, and only a forward in grad mode saves tensors.
 GRAD_ONLY = frozenset({"torchviz", "floor:calls+torchviz", "torchgraphrec+flops",
+                       "torchgraphrec+memory",
                        "torchgraphrec+autograd", "flop_counter", "floor:dispatch",
                        "floor:noting+saved", "floor:graph+saved", "floor:schema+saved"})
 

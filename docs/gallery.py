@@ -63,7 +63,7 @@ def resnet50_costs(folder: Path = GALLERY) -> Path:
 
     torch.manual_seed(0)
     model, args, kwargs = resnet50()
-    recording = torchgraphrec.record(model, args, kwargs, flops=True)  # grad on: saved bytes
+    recording = torchgraphrec.record(model, args, kwargs, flops=True, memory=True)
     return recording.render(folder / "resnet50-flops.svg", color_by="flops", show_costs=True,
                             depth=2)
 

@@ -329,6 +329,17 @@ def test_render_color_by_flops_records_the_flops(factory_file: Path, tmp_path: P
     assert f'fill="{SCALE[-1]}"' in text
 
 
+@pytest.mark.needs("saved_bytes")
+def test_render_color_by_saved_bytes_records_them(factory_file: Path, tmp_path: Path) -> None:
+    from torchgraphrec.render.theme import SCALE
+
+    out = tmp_path / "conv.svg"
+    assert main(["render", f"{factory_file}:model", "--input-shape", "1,3,8,8", "-o", str(out),
+                 "--color-by", "saved_bytes"]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "activations saved for backward" in text and f'fill="{SCALE[-1]}"' in text
+
+
 def test_render_show_costs_of_a_saved_recording_without_them(tmp_path: Path) -> None:
     assert main(["demo", "-o", str(tmp_path)]) == 0
     out = tmp_path / "plain.dot"

@@ -28,8 +28,8 @@ def factory(tmp_path: Path) -> str:
 
 
 @pytest.mark.needs("saved_bytes")
-def test_summary_prints_the_table_with_flops(factory: str, capsys) -> None:
-    assert main(["summary", factory, "--input-shape", "1,3,8,8", "--flops"]) == 0
+def test_summary_prints_the_table_with_flops_and_saved_bytes(factory: str, capsys) -> None:
+    assert main(["summary", factory, "--input-shape", "1,3,8,8", "--flops", "--memory"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[-3:] == ["FLOPs", "Saved", "Forward"]
     conv = next(line for line in lines if line.split()[:3] == ["Conv2d", "(0):", "1-1"])
@@ -78,13 +78,23 @@ def test_summary_depth_must_be_a_number_or_all(factory: str, capsys) -> None:
     assert "depth must be a number >= 0 or 'all', got '-1'" in capsys.readouterr().err
 
 
-def test_summary_flops_of_a_recording_without_them_says_how_to_get_them(tmp_path: Path,
-                                                                         capsys) -> None:
+@pytest.mark.parametrize(("option", "said"), [("--flops", "FLOPs"), ("--memory", "saved bytes")])
+def test_summary_costs_of_a_recording_without_them_say_how_to_get_them(
+        tmp_path: Path, capsys, option: str, said: str) -> None:
     from torchgraphrec.recorder import record
 
     import torch
 
     saved = record(torch.nn.Linear(2, 2), torch.ones(1, 2)).render(tmp_path / "rec.json")
-    assert main(["summary", str(saved), "--flops"]) == 1
+    assert main(["summary", str(saved), option]) == 1
     err = capsys.readouterr().err
-    assert "was recorded without FLOPs" in err and "flops=True" in err
+    assert f"was recorded without {said}" in err and f"{option[2:]}=True" in err
+    assert f"--input-shape ... {option}" in err
+
+
+def test_summary_without_memory_says_the_saved_bytes_were_not_counted(factory: str,
+                                                                      capsys) -> None:
+    assert main(["summary", factory, "--input-shape", "1,3,8,8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "Saved" not in lines[0].split()
+    assert "Saved activations: not counted (record with memory=True to count them)" in lines

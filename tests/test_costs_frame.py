@@ -16,7 +16,7 @@ pandas = pytest.importorskip("pandas")
 
 @pytest.fixture(scope="module")
 def recorded() -> tgr.Recording:
-    return tgr.record(*fresh("resnet_like"), flops=True, backward=True)
+    return tgr.record(*fresh("resnet_like"), flops=True, memory=True, backward=True)
 
 
 @pytest.mark.needs("saved_bytes")

@@ -229,7 +229,8 @@ _KEY_ORDER = """
 import torch, torchgraphrec
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
-graph = torchgraphrec.record(model, torch.randn(2, 3), flops=True, backward=True).graph
+graph = torchgraphrec.record(model, torch.randn(2, 3), flops=True, memory=True,
+                             backward=True).graph
 print([list(graph.graph)] + [list(attrs) for _, attrs in graph.nodes(data=True)])
 """
 

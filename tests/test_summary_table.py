@@ -117,19 +117,24 @@ def test_depth_limits_the_rows_and_keeps_the_labels() -> None:
 
 @pytest.mark.needs("saved_bytes")
 def test_cost_columns_appear_where_recorded() -> None:
-    plain = tgr.record(*fresh("mlp")).summary().splitlines()[0]
-    assert "FLOPs" not in plain and "Saved" in plain and "Forward" in plain
-    assert "Backward" not in plain
-    counted = tgr.record(*fresh("mlp"), flops=True, backward=True)
+    plain = tgr.record(*fresh("mlp")).summary().splitlines()
+    assert "FLOPs" not in plain[0] and "Saved" not in plain[0] and "Forward" in plain[0]
+    assert "Backward" not in plain[0]
+    assert "Saved activations: not counted (record with memory=True to count them)" in plain
+    counted = tgr.record(*fresh("mlp"), flops=True, memory=True, backward=True)
     header = counted.summary().splitlines()[0].split()
     assert header[-6:] == ["FLOPs", "Backward", "FLOPs", "Saved", "Forward", "Backward"]
-    with torch.no_grad():
-        assert "Saved" not in tgr.record(*fresh("mlp")).summary().splitlines()[0]
+    with torch.no_grad():  # nothing is saved for a backward: nothing to say about it
+        lines = tgr.record(*fresh("mlp"), memory=True).summary().splitlines()
+        assert "Saved" not in lines[0]
+        assert not any(line.startswith("Saved activations") for line in lines)
+        lines = tgr.record(*fresh("mlp")).summary().splitlines()
+        assert not any(line.startswith("Saved activations") for line in lines)
 
 
 @pytest.mark.needs("saved_bytes")
 def test_rows_and_footer_show_the_graphs_numbers() -> None:
-    rec = tgr.record(*fresh("mlp"), flops=True, backward=True)
+    rec = tgr.record(*fresh("mlp"), flops=True, memory=True, backward=True)
     graph, lines = rec.graph, rec.summary().splitlines()
     linear = graph.nodes["layer:0#0"]
     row = next(line for line in lines if line.split()[:3] == ["Linear", "(0):", "1-1"])

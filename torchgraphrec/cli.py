@@ -93,11 +93,14 @@ def _add_summary(commands: Any) -> None:
         "summary", help="print a model's module calls with shapes, parameters and costs",
         description="TARGET is pkg.module:factory, file.py:factory or a recording saved as "
                     ".json. Prints one row per module call: input and output shapes, "
-                    "parameters, FLOPs (with --flops), saved activations, times.")
+                    "parameters, FLOPs (with --flops), activations saved for the backward "
+                    "(with --memory), times.")
     summary.add_argument("target", metavar="TARGET")
     _add_input_options(summary)
     summary.add_argument("--flops", action="store_true",
                          help="count FLOPs (by PyTorch's own formulas; slower)")
+    summary.add_argument("--memory", action="store_true",
+                         help="count the bytes autograd saves for the backward (slower)")
     summary.add_argument("--backward", action="store_true",
                          help="also record a backward pass (its FLOPs and time)")
     summary.add_argument("--depth", type=_summary_depth, default=None,
@@ -125,8 +128,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="a PNG's resolution in dots per inch (default 96; 300 for print)")
     render.add_argument("--color-by", default=None, metavar="NAME",
                         help="colour by a cost (flops, saved_bytes, forward_ms, params...) or "
-                             "a probe statistic, with a legend; --color-by flops records "
-                             "the model counting FLOPs")
+                             "a probe statistic, with a legend; --color-by flops (or "
+                             "saved_bytes) records the model counting them")
     _add_diff(commands)
     demo = commands.add_parser("demo", help="record a built-in small model and write every format")
     demo.add_argument("-o", "--output", required=True, type=Path, metavar="DIR",
@@ -179,7 +182,7 @@ def _summary(options: argparse.Namespace) -> int:
 
     shapes = [parse_shape(text) for text in options.input_shape]
     print(summary_target(options.target, shapes, options.dtype, flops=options.flops,
-                         backward=options.backward, depth=options.depth))
+                         memory=options.memory, backward=options.backward, depth=options.depth))
     return 0
 
 

@@ -6,7 +6,7 @@ import platform
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-__all__ = ["load_graph", "dtype_hint", "needs_flops", "options_for", "render_target",
+__all__ = ["load_graph", "dtype_hint", "needs_costs", "options_for", "render_target",
            "diff_targets", "summary_target", "doctor_report", "compare_rank_files"]
 
 
@@ -47,9 +47,10 @@ def _kind(value: Any) -> str:
 
 
 def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
-               backward: bool = False, flops: bool = False) -> Any:
+               backward: bool = False, flops: bool = False, memory: bool = False) -> Any:
     """The graph of a saved recording (``.json``: torch is not imported) or of one run of
-    the model a factory makes (counting its FLOPs with ``flops``)."""
+    the model a factory makes (counting its FLOPs with ``flops``, the bytes saved for the
+    backward with ``memory``)."""
     if target.endswith(".json"):
         from torchgraphrec.graph import from_json
 
@@ -58,7 +59,8 @@ def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str =
 
     model, args, kwargs = _model_and_inputs(target, shapes, dtype)
     try:
-        return record(model, args, kwargs, backward=backward, flops=flops).graph
+        return record(model, args, kwargs, backward=backward, flops=flops,
+                      memory=memory).graph
     except Exception as exc:
         hint = dtype_hint(exc, dtype)
         if hint:
@@ -86,15 +88,20 @@ def dtype_hint(exc: BaseException, dtype: str) -> str:
     return "hint: the model takes integer ids (token ids for an embedding): pass --dtype int64"
 
 
-def needs_flops(options: dict[str, Any]) -> bool:
-    """Whether a drawing with ``options`` shows FLOPs, so that a model is recorded
-    counting them (``color_by="flops"``, ``show_costs``); counting costs time, so only then.
+def needs_costs(options: dict[str, Any]) -> dict[str, bool]:
+    """Which costs a drawing with ``options`` shows, as :func:`load_graph`'s ``flops`` and
+    ``memory``, so that a model is recorded counting them (``color_by="flops"`` or
+    ``"saved_bytes"``, ``show_costs`` both); counting costs time, so only then.
 
-    >>> needs_flops({"color_by": "flops"}), needs_flops({"show_costs": True}), needs_flops({})
-    (True, True, False)
+    >>> needs_costs({"color_by": "flops"}), needs_costs({"color_by": "saved_bytes"})
+    ({'flops': True, 'memory': False}, {'flops': False, 'memory': True})
+    >>> needs_costs({"show_costs": True}), needs_costs({})
+    ({'flops': True, 'memory': True}, {'flops': False, 'memory': False})
     """
-    return options.get("color_by") in ("flops", "backward_flops") or bool(
-        options.get("show_costs"))
+    shown = bool(options.get("show_costs"))
+    color_by = options.get("color_by")
+    return {"flops": shown or color_by in ("flops", "backward_flops"),
+            "memory": shown or color_by == "saved_bytes"}
 
 
 def render_target(target: str, output: Path, options: dict[str, Any],
@@ -105,7 +112,7 @@ def render_target(target: str, output: Path, options: dict[str, Any],
     from torchgraphrec.report.write import write
 
     taken = options_for(output, options)  # before recording anything
-    graph = load_graph(target, shapes, dtype, backward, needs_flops(options))
+    graph = load_graph(target, shapes, dtype, backward, **needs_costs(options))
     return write(graph, output, **taken)
 
 
@@ -146,8 +153,8 @@ def diff_targets(targets: Sequence[str], output: Optional[Path] = None,
         # diff's formats, not every format render writes
         raise ValueError(f"unknown format for a diff: {written or Path(output).suffix.lower()!r} "
                          f"(must be one of {list(FORMATS)})")
-    flops = needs_flops(options or {})
-    found = diff(*(load_graph(target, shapes, dtype, flops=flops) for target in targets))
+    costs = needs_costs(options or {})
+    found = diff(*(load_graph(target, shapes, dtype, **costs) for target in targets))
     if output is not None:
         found.render(output, **({} if written == ".json" else options or {}))
     return found
@@ -183,18 +190,21 @@ def doctor_report() -> list[str]:
 
 
 def summary_target(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
-                   *, flops: bool = False, backward: bool = False,
+                   *, flops: bool = False, memory: bool = False, backward: bool = False,
                    depth: Optional[int] = None) -> str:
     """The summary table of a saved recording (``.json``: torch is not imported) or of
     one run of the model a factory makes."""
     from torchgraphrec.summary import summarize
 
-    graph = load_graph(target, shapes, dtype, backward, flops)
-    if flops and "flops" not in graph.graph:
-        raise ValueError(f"{target} was recorded without FLOPs: record it counting them "
-                         "(torchgraphrec.record(model, inputs, flops=True), then save it "
-                         "as .json again), or summarise the model itself: torchgraphrec "
-                         "summary pkg.module:factory --input-shape ... --flops")
+    graph = load_graph(target, shapes, dtype, backward, flops, memory)
+    for asked, name, what in ((flops, "flops", "FLOPs"), (memory, "memory", "saved bytes")):
+        total = "flops" if name == "flops" else "saved_bytes"
+        if asked and total not in graph.graph:
+            raise ValueError(f"{target} was recorded without {what}: record it counting them "
+                             f"(torchgraphrec.record(model, inputs, {name}=True), in grad mode "
+                             f"for saved bytes, then save it as .json again), or summarise the "
+                             f"model itself: torchgraphrec summary pkg.module:factory "
+                             f"--input-shape ... --{name}")
     return summarize(graph, depth)
 
 

@@ -59,7 +59,7 @@ def run_demo(directory: str | Path) -> list[str]:
     from torchgraphrec.render.engine import EngineError
 
     model, batch = demo_model()
-    recording = record(model, batch, backward=True)
+    recording = record(model, batch, backward=True, memory=True)
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     lines = []

@@ -60,7 +60,7 @@ class Recording:
 
         >>> import torch, torchgraphrec as tgr
         >>> model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
-        >>> text = tgr.record(model, torch.randn(2, 8), flops=True).summary()
+        >>> text = tgr.record(model, torch.randn(2, 8), flops=True, memory=True).summary()
         >>> print(text)  # doctest: +ELLIPSIS
         Layer (type (name): depth-idx)  Input shape  Output shape  Params  Params %      FLOPs  Saved  Forward
         ------------------------------------------------------------------------------------------------------
@@ -95,7 +95,7 @@ class Recording:
 
         >>> import torch, torchgraphrec as tgr
         >>> model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
-        >>> frame = tgr.record(model, torch.randn(2, 8), flops=True).costs()
+        >>> frame = tgr.record(model, torch.randn(2, 8), flops=True, memory=True).costs()
         >>> frame[["qualname", "type", "params", "flops", "saved_bytes"]]
           qualname        type  params  flops  saved_bytes
         0           Sequential      36    128           32

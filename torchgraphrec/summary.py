@@ -82,12 +82,21 @@ def _footer(graph: nx.DiGraph, found: Mapping[str, Any]) -> list[str]:
                      + (f", {cost_text(backward, 'flops')} backward" if backward else ""))
     if "saved_bytes" in found:
         lines.append(f"Saved activations: {cost_text(found['saved_bytes'], 'bytes')}")
+    elif _saved_uncounted(graph):
+        lines.append("Saved activations: not counted (record with memory=True to count them)")
     lines.append(f"Input size: {cost_text(found['input_bytes'], 'bytes')}")
     if found["param_bytes"] is not None:
         lines.append(f"Params size: {cost_text(found['param_bytes'], 'bytes')}")
     lines += _sharded(graph)
     lines.append(f"{found['calls']} module calls in {graph.graph.get('model', '?')}")
     return lines
+
+
+def _saved_uncounted(graph: nx.DiGraph) -> bool:
+    """Whether ops ran in grad mode (they have a ``grad_fn``) and the bytes autograd saved
+    for the backward were not counted, though they could have been (``ops="torch"``)."""
+    return graph.graph.get("ops") == "torch" and any(
+        attrs.get("grad_fn") for _, attrs in graph.nodes(data=True) if attrs.get("kind") == "op")
 
 
 def _sharded(graph: nx.DiGraph) -> list[str]:

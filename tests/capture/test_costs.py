@@ -141,7 +141,7 @@ def test_saved_bytes_equal_an_independent_count(name: str) -> None:
     counter = SavedCounter(_inputs_and_params(case))
     with torch.autograd.graph.saved_tensors_hooks(counter.pack, counter.unpack):
         case.model(*case.args, **case.kwargs)
-    graph = tgr.record(*fresh(name)).graph
+    graph = tgr.record(*fresh(name), memory=True).graph
     assert graph.graph["saved_bytes"] == counter.bytes
     layers = nodes_of(graph, "layer").values()
     root = next(a for a in layers if a["parent"] is None)
@@ -174,7 +174,7 @@ def test_what_a_forward_drops_of_its_own_graph_is_let_go_while_it_runs() -> None
 
     model = Dropping()
     model(torch.ones(3, requires_grad=True))
-    graph = tgr.record(model, torch.ones(3, requires_grad=True)).graph
+    graph = tgr.record(model, torch.ones(3, requires_grad=True), memory=True).graph
     assert model.alive_after == [False, False]  # plain, recorded
     assert graph.graph["saved_bytes"] > 0
 
@@ -188,7 +188,7 @@ def test_a_users_saved_tensor_hooks_still_see_every_tensor(name: str) -> None:
         _, plain_grads = run_plain(plain_case, backward=True)
     theirs = SavedCounter(set())
     with torch.autograd.graph.saved_tensors_hooks(theirs.pack, theirs.unpack):
-        recording = tgr.record(*recorded_case, backward=True)
+        recording = tgr.record(*recorded_case, backward=True, memory=True)
     assert theirs.calls == plain.calls > 0
     grads = {n: p.grad for n, p in recorded_case.model.named_parameters() if p.grad is not None}
     assert grads.keys() == plain_grads.keys()
@@ -200,14 +200,14 @@ def test_where_saved_tensor_hooks_are_forbidden_the_recording_says_so() -> None:
     case = fresh("mlp")
     with torch.autograd.graph.disable_saved_tensors_hooks("not here"):
         with pytest.warns(UserWarning, match="recorded without saved_bytes"):
-            graph = tgr.record(*case).graph
+            graph = tgr.record(*case, memory=True).graph
     assert "saved_bytes" not in graph.graph
     assert not any("saved_bytes" in a for _, a in graph.nodes(data=True))
 
 
 def test_under_no_grad_nothing_is_saved_and_sizes_and_times_are_there() -> None:
     with torch.no_grad():
-        graph = tgr.record(*fresh("resnet_like")).graph
+        graph = tgr.record(*fresh("resnet_like"), memory=True).graph
     assert "saved_bytes" not in graph.graph
     sizes = {"float32": 4, "int64": 8}
     for node, attrs in graph.nodes(data=True):
@@ -234,9 +234,32 @@ def test_a_model_without_ops_counts_zero_flops() -> None:
     assert counted.graph["flops"] == 0 and "flops" not in uncounted.graph
 
 
-def test_flops_need_torch_ops() -> None:
-    with pytest.raises(ValueError, match=r"flops=True needs ops='torch'"):
-        tgr.record(nn.Linear(2, 2), torch.randn(1, 2), ops="autograd", flops=True)
+@pytest.mark.parametrize("cost", ["flops", "memory"])
+@pytest.mark.parametrize("ops", ["autograd", None])
+def test_costs_need_torch_ops(cost: str, ops: str | None) -> None:
+    with pytest.raises(ValueError, match=rf"{cost}=True needs ops='torch'"):
+        tgr.record(nn.Linear(2, 2), torch.randn(1, 2), ops=ops, **{cost: True})
+
+
+@pytest.mark.needs("saved_bytes")
+def test_saved_bytes_are_counted_only_when_asked_and_nothing_is_hooked_without() -> None:
+    from torchgraphrec._torch import top_saved_tensor_hooks
+
+    class Peeking(nn.Linear):
+        """Notes the saved-tensor hooks active while its forward runs."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.hooks_seen = top_saved_tensor_hooks()
+            return super().forward(x).relu()
+
+    model, x = Peeking(3, 2), torch.randn(4, 3)
+    graph = tgr.record(model, x, backward=True).graph
+    assert model.hooks_seen is None
+    assert "saved_bytes" not in graph.graph
+    assert not any("saved_bytes" in attrs for _, attrs in graph.nodes(data=True))
+    asked = tgr.record(model, x, memory=True).graph
+    assert model.hooks_seen is not None
+    assert asked.graph["saved_bytes"] == 4 * 2 * 4  # relu saves its result; x is an input
 
 
 class Calls(nn.Module):

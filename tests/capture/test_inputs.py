@@ -72,7 +72,7 @@ def test_sparse_inputs_in_grad_mode_record_the_bytes_their_parts_save(layout) ->
         expected = plain_model(plain_x)
     backward_loss(expected).backward()
     x = _sparse(values, layout).requires_grad_()
-    recording = tgr.record(model, x, backward=True, flops=True)
+    recording = tgr.record(model, x, backward=True, flops=True, memory=True)
     tgr.validate(recording.graph)
     assert saved > 0 and recording.graph.graph["saved_bytes"] == saved
     assert torch.equal(recording.output, expected)
@@ -123,7 +123,7 @@ def test_a_saved_subclass_keeps_its_type_under_a_users_dispatch_mode(flops: bool
     model, x = _wrapped_model()
     plain = copy.deepcopy(model)
     with Passing():
-        recording = tgr.record(model, x, flops=flops)
+        recording = tgr.record(model, x, flops=flops, memory=True)
         # tanh saves its result: handed back by the recorder's hook as it was saved (its
         # type alone in the assertion: a stripped wrapper has no data to print)
         saved_type = type(recording.output.grad_fn._saved_result)

@@ -30,8 +30,8 @@ def test_saved_bytes_are_not_counted_and_that_is_said_once_per_process(unreadabl
     model, x = _model(), torch.randn(3, 4)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        first = tgr.record(model, x).graph
-        second = tgr.record(model, x).graph
+        first = tgr.record(model, x, memory=True).graph
+        second = tgr.record(model, x, memory=True).graph
     said = [w for w in caught if issubclass(w.category, SavedBytesNotCounted)]
     assert len(said) == 1 and "cannot tell which saved-tensor hooks" in str(said[0].message)
     for graph in (first, second):
@@ -52,6 +52,6 @@ def test_a_users_saved_tensor_hooks_still_get_every_tensor(unreadable: None) -> 
         expected = model(x)
     with counting("recorded"), warnings.catch_warnings():
         warnings.simplefilter("ignore", SavedBytesNotCounted)
-        recorded = tgr.record(model, x).output
+        recorded = tgr.record(model, x, memory=True).output
     assert seen["recorded"] == seen["plain"] > 0
     assert torch.equal(recorded, expected)

@@ -38,7 +38,7 @@ def linear_flops(rows: int, inputs: int, outputs: int) -> int:
 @pytest.fixture(scope="module")
 def tower() -> tgr.Recording:
     torch.manual_seed(0)
-    return tgr.record(Tower(), torch.randn(3, 4), flops=True)
+    return tgr.record(Tower(), torch.randn(3, 4), flops=True, memory=True)
 
 
 def boxes(recording: tgr.Recording, **options: Any) -> dict[str, dict[str, Any]]:
@@ -119,7 +119,7 @@ def test_show_costs_adds_flops_and_saved_bytes_never_times(tower) -> None:
 def test_drawings_with_costs_are_the_same_on_every_run() -> None:
     def dot() -> str:
         torch.manual_seed(0)
-        recording = tgr.record(Tower(), torch.randn(3, 4), flops=True)
+        recording = tgr.record(Tower(), torch.randn(3, 4), flops=True, memory=True)
         return recording.to_dot(color_by="saved_bytes", show_costs=True, depth=None)
 
     assert dot() == dot()  # no time leaks into the drawing
@@ -139,7 +139,7 @@ def test_a_folded_run_of_calls_that_cost_the_same_says_each() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(3)])
     with torch.no_grad():  # nothing saved: the three calls cost the same
-        recording = tgr.record(model, torch.randn(2, 8), flops=True)
+        recording = tgr.record(model, torch.randn(2, 8), flops=True, memory=True)
     [box] = [node for key, node in boxes(recording, show_costs=True).items()
              if key.startswith("layer:") and "× 3" in lines(node)]
     first = recording.graph.nodes["layer:0#0"]
@@ -151,7 +151,7 @@ def test_a_folded_run_of_calls_that_cost_the_same_says_each() -> None:
 def test_a_folded_run_of_calls_that_cost_differently_never_says_each_for_those() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(3)])
-    recording = tgr.record(model, torch.randn(2, 8), flops=True)
+    recording = tgr.record(model, torch.randn(2, 8), flops=True, memory=True)
     calls = [recording.graph.nodes[f"layer:{k}#0"] for k in range(3)]
     saved = sorted(call["saved_bytes"] for call in calls)
     assert saved[0] < saved[-1]  # the first call's input is the model's: not counted
@@ -163,9 +163,10 @@ def test_a_folded_run_of_calls_that_cost_differently_never_says_each_for_those()
                               f"{cost_text(saved[-1], 'saved_bytes')}")
 
 
-def test_without_costs_recorded_show_costs_adds_nothing() -> None:
+@pytest.mark.parametrize("grad", [False, True])
+def test_without_costs_recorded_show_costs_adds_nothing(grad: bool) -> None:
     torch.manual_seed(0)
-    with torch.no_grad():  # no FLOPs counted, nothing saved for a backward
+    with torch.set_grad_enabled(grad):  # neither flops=True nor memory=True: no costs
         recording = tgr.record(Tower(), torch.randn(3, 4))
     assert recording.to_dot(show_costs=True) == recording.to_dot()
     assert recording.to_dot(color_by="flops") == recording.to_dot()
@@ -173,7 +174,7 @@ def test_without_costs_recorded_show_costs_adds_nothing() -> None:
 
 def test_a_cnn_coloured_by_flops_darkens_its_costliest_stage() -> None:
     case = fresh("resnet_like")
-    recording = tgr.record(case.model, case.args, flops=True)
+    recording = tgr.record(case.model, case.args, flops=True, memory=True)
     drawn = boxes(recording, color_by="flops", show_costs=True, depth=1)
     graph = recording.graph
     calls = {key: graph.nodes[key]["flops"] for key in drawn if key.startswith("layer:")}

@@ -20,7 +20,7 @@ from torchgraphrec.render.options import RenderOptions
 
 @pytest.fixture(scope="module")
 def recording() -> tgr.Recording:
-    return tgr.record(*fresh("resnet_like"), backward=True, flops=True)
+    return tgr.record(*fresh("resnet_like"), backward=True, flops=True, memory=True)
 
 
 def script_json(page: str, name: str) -> object:

@@ -27,7 +27,7 @@ ROOT = "#tgr"
 
 @pytest.fixture(scope="module")
 def recording() -> tgr.Recording:
-    return tgr.record(*fresh("resnet_like"), backward=True, flops=True)
+    return tgr.record(*fresh("resnet_like"), backward=True, flops=True, memory=True)
 
 
 @pytest.fixture(scope="module")

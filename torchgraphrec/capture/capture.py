@@ -65,7 +65,7 @@ class Capture:
     """
 
     def __init__(self, model: nn.Module, *, ops: str = "torch", backward: bool = False,
-                 first_only: bool = False, flops: bool = False,
+                 first_only: bool = False, flops: bool = False, memory: bool = False,
                  collectives: bool | str = False) -> None:
         self.ops = check_ops(ops)
         self.table = ModuleTable(model)
@@ -84,7 +84,7 @@ class Capture:
         self.mode: OpMode | None = None
         self.costs: OpCosts | None = None
         if self.ops == "torch":
-            self._make_op_modes(flops)
+            self._make_op_modes(flops, memory)
             self.state.links = ShardLinks(self.state, has_dtensors(self.table.parameters()),
                                           self._costs_follow)
         self.tracker.keep_grad_fns = backward and self.ops == "torch"
@@ -95,8 +95,9 @@ class Capture:
         self.forward_number = 0  # autograd's sequence number when this forward began
         self.forwards = 0  # forwards finished (recorded or failed)
 
-    def _make_op_modes(self, flops: bool) -> None:
-        """The op mode, the ATen-level one for fast-path modules, and the op costs."""
+    def _make_op_modes(self, flops: bool, memory: bool) -> None:
+        """The op mode, the ATen-level one for fast-path modules, and the op costs asked
+        for."""
         counts = FlopCounts(self.events.ops, self.state.clock, self.tracker, self.clock) \
             if flops else None
         self.mode = OpMode(self.state, self.tracker.fail) if counts is None else \
@@ -105,17 +106,21 @@ class Capture:
         if fast:  # the switch is asked at the end of every call: only where it can act
             aten = AtenMode(self.state, self.tracker.fail)
             self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
-        saved_bytes = SavedBytes(self.events.ops, self.state.clock)
+        if counts is None and not memory:
+            return
+        saved_bytes = SavedBytes(self.events.ops, self.state.clock) if memory else None
         self.costs = OpCosts(counts, saved_bytes, self.table.modules)
         self.namer.op_costs = self.costs.put
-        self.tracker.on_input = self.costs.exclude
+        if memory:
+            self.tracker.on_input = self.costs.exclude
 
     def _costs_follow(self, index: int) -> None:
         """The costs counted under op ``index`` follow the op being recorded to the next
         index (an op was put in before it: see :class:`ShardLinks`)."""
         costs = self.costs
         if costs is not None:
-            tables = [costs.saved_bytes.by_op] + ([costs.flops.by_op] if costs.flops else [])
+            tables = [part.by_op for part in (costs.saved_bytes, costs.flops)
+                      if part is not None]
             move_pending(tables, index)
 
     @property

@@ -1,4 +1,4 @@
-"""What each recorded op cost: its FLOPs (when asked) and the bytes autograd saved for it (in grad mode)."""
+"""What each recorded op cost: its FLOPs and the bytes autograd saved for it (each when asked)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ __all__ = ["OpCosts"]
 
 
 class OpCosts:
-    """The FLOP counts (``None`` without ``flops=True``) and the saved-tensor hooks of one
-    capture, of the ops of the forwards of ``modules``' model, as the namer's
-    ``op_costs`` (:meth:`put`)."""
+    """The FLOP counts (``None`` without ``flops=True``) and the saved-tensor hooks
+    (``None`` without ``memory=True``) of one capture, of the ops of the forwards of
+    ``modules``' model, as the namer's ``op_costs`` (:meth:`put`)."""
 
-    def __init__(self, flops: Optional[FlopCounts], saved_bytes: SavedBytes,
+    def __init__(self, flops: Optional[FlopCounts], saved_bytes: Optional[SavedBytes],
                  modules: list[nn.Module]) -> None:
         self.flops, self.saved_bytes, self._modules = flops, saved_bytes, modules
 
@@ -32,26 +32,31 @@ class OpCosts:
         """Stop counting."""
         if self.flops is not None:
             self.flops.stop()
-        self.saved_bytes.pop()
+        if self.saved_bytes is not None:
+            self.saved_bytes.pop()
 
     def begin_forward(self) -> None:
-        """Count saved bytes in this forward, if grad mode is on and PyTorch allows it."""
-        self.saved_bytes.begin_forward(self._modules)
+        """Count saved bytes in this forward, if asked, grad mode is on and PyTorch allows
+        it."""
+        if self.saved_bytes is not None:
+            self.saved_bytes.begin_forward(self._modules)
 
     def end_forward(self) -> None:
-        self.saved_bytes.end_forward()
+        if self.saved_bytes is not None:
+            self.saved_bytes.end_forward()
 
     def exclude(self, tensor: torch.Tensor) -> None:
         """Count no saved bytes for ``tensor`` (a model input, a parameter built in the
         forward)."""
-        self.saved_bytes.exclude(tensor)
+        if self.saved_bytes is not None:
+            self.saved_bytes.exclude(tensor)
 
     def of_op(self, index: int) -> dict[str, int]:
         """The cost attributes of op ``index``."""
         found = {}
         if self.flops is not None:
             found["flops"] = self.flops.by_op.get(index, 0)
-        saved = self.saved_bytes.of_op(index)
+        saved = self.saved_bytes.of_op(index) if self.saved_bytes is not None else None
         if saved is not None:
             found["saved_bytes"] = saved
         return found
@@ -60,7 +65,8 @@ class OpCosts:
         """Put :meth:`of_op` of ops ``first``, ``first + 1``... on their ``attrs`` (in one
         pass: this runs for every op)."""
         flops = self.flops.by_op if self.flops is not None else None
-        saved, counted = self.saved_bytes.by_op, self.saved_bytes.counted
+        saved, counted = (self.saved_bytes.by_op, self.saved_bytes.counted) \
+            if self.saved_bytes is not None else ({}, ())
         index = first
         for found in attrs:
             if flops is not None:
