@@ -237,7 +237,8 @@ def floor_schema_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) -
 
 def floor_graph_and_saving(model: torch.nn.Module, args: tuple, kwargs: dict) -> Thunk:
     """``floor:graph`` with the saved-tensor hooks of ``floor:noting+saved`` (grad mode: the
-    least a true graph costs where what autograd saves is counted, as by default)."""
+    least a true graph costs where what autograd saves is counted, as with
+    ``memory=True``)."""
     return _saving(floor_graph(model, args, kwargs))
 
 

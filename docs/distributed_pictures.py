@@ -84,7 +84,7 @@ def tensor_parallel_example() -> tgr.Recorder:
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     model = parallelize_module(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8)),
                                mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
-    with tgr.Recorder(model, backward=True, flops=True) as rec:
+    with tgr.Recorder(model, backward=True, flops=True, memory=True) as rec:
         model(torch.ones(4, 8)).sum().backward()
     return rec
 

@@ -10,6 +10,7 @@ import torch
 from torch.nn.modules import module as torch_module
 
 from models import Case, make
+from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, top_saved_tensor_hooks
 from torchgraphrec.capture.structures import flatten_tensors
 from torchgraphrec.recording import backward_loss
 
@@ -55,6 +56,7 @@ def hook_state(model: torch.nn.Module) -> dict[str, Any]:
                    len(torch_module._global_parameter_registration_hooks),
                    len(torch_module._global_buffer_registration_hooks)),
         "grad_enabled": torch.is_grad_enabled(),
+        "saved_tensor_hooks": top_saved_tensor_hooks() if SAVED_TENSOR_HOOKS_READABLE else None,
         "params": [(n, p.requires_grad, p.device) for n, p in model.named_parameters()],
     }
 

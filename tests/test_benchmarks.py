@@ -143,11 +143,12 @@ def test_a_target_is_set_beside_each_floor_the_run_measured() -> None:
     capture = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(capture)
     ok = {"status": "ok"}
-    results = {("gpt2_small", "grad", "floor:schema+saved"): {**ok, "ratio": 1.25},
-               ("gpt2_small", "grad", "floor:graph+saved"): {**ok, "ratio": 1.15},
+    results = {("gpt2_small", "grad", "floor:schema"): {**ok, "ratio": 1.25},
+               ("gpt2_small", "grad", "floor:graph"): {**ok, "ratio": 1.15},
+               ("gpt2_small", "grad", "floor:schema+saved"): {**ok, "ratio": 1.5},
                ("gpt2_small", "no_grad", "floor:schema"): {"status": "FAIL", "ratio": 1.0}}
     note = capture._floor_note(results, "gpt2_small", "grad", "torchgraphrec", 1.2)
-    assert note == ("; floor:graph+saved 1.15x: the target is above it"
-                    "; floor:schema+saved 1.25x: the target is below it")
+    assert note == ("; floor:graph 1.15x: the target is above it"
+                    "; floor:schema 1.25x: the target is below it")
     assert capture._floor_note(results, "gpt2_small", "no_grad", "torchgraphrec", 1.15) == ""
     assert capture._floor_note(results, "gpt2_small", "grad", "torchviz", 1.2) == ""

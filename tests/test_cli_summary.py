@@ -97,4 +97,4 @@ def test_summary_without_memory_says_the_saved_bytes_were_not_counted(factory: s
     assert main(["summary", factory, "--input-shape", "1,3,8,8"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "Saved" not in lines[0].split()
-    assert "Saved activations: not counted (record with memory=True to count them)" in lines
+    assert "Saved activations: not counted (memory=True counts them where torch allows)" in lines

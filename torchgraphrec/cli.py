@@ -50,9 +50,9 @@ def _add_render_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-ops", dest="include_ops", action="store_false",
                         help="leave out the ops that code runs between modules")
     parser.add_argument("--show-costs", action="store_true",
-                        help="add a line with what each box and op cost: FLOPs (a model "
-                             "is then recorded counting them) and activations saved for "
-                             "the backward")
+                        help="add a line with what each box and op cost: FLOPs and "
+                             "activations saved for the backward (a model is then recorded "
+                             "counting them)")
 
 
 def _add_input_options(parser: argparse.ArgumentParser) -> None:

@@ -197,15 +197,22 @@ def summary_target(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: s
     from torchgraphrec.summary import summarize
 
     graph = load_graph(target, shapes, dtype, backward, flops, memory)
-    for asked, name, what in ((flops, "flops", "FLOPs"), (memory, "memory", "saved bytes")):
-        total = "flops" if name == "flops" else "saved_bytes"
+    if target.endswith(".json"):  # a factory's model was recorded counting what was asked
+        _check_counted(target, graph, flops, memory)
+    return summarize(graph, depth)
+
+
+def _check_counted(target: str, graph: Any, flops: bool, memory: bool) -> None:
+    """Raise ``ValueError`` where the saved recording ``target`` lacks the costs asked for."""
+    for asked, option, total, what, how in ((flops, "flops", "flops", "FLOPs", ""),
+                                            (memory, "memory", "saved_bytes", "saved bytes",
+                                             " in grad mode")):
         if asked and total not in graph.graph:
             raise ValueError(f"{target} was recorded without {what}: record it counting them "
-                             f"(torchgraphrec.record(model, inputs, {name}=True), in grad mode "
-                             f"for saved bytes, then save it as .json again), or summarise the "
-                             f"model itself: torchgraphrec summary pkg.module:factory "
-                             f"--input-shape ... --{name}")
-    return summarize(graph, depth)
+                             f"(torchgraphrec.record(model, inputs, {option}=True){how}, then "
+                             f"save it as .json again), or summarise the model itself: "
+                             f"torchgraphrec summary pkg.module:factory --input-shape ... "
+                             f"--{option}")
 
 
 def compare_rank_files(folder: Path) -> Any:

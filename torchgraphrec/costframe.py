@@ -23,8 +23,8 @@ def _pandas() -> Any:
 def costs_frame(graph: nx.DiGraph, depth: Optional[int] = None) -> Any:
     """One row per module call down to ``depth``, in call order, with plain columns: the
     summary's rows (:func:`torchgraphrec.calltable.call_rows`) as numbers, not text.
-    Columns the recording lacks (``flops`` without ``flops=True``, ``saved_bytes`` under
-    ``no_grad``, ``backward_ms`` without a backward) are left out.
+    Columns the recording lacks (``flops`` without ``flops=True``, ``saved_bytes`` without
+    ``memory=True`` or under ``no_grad``, ``backward_ms`` without a backward) are left out.
 
     >>> g = nx.DiGraph()
     >>> g.add_node("layer:#0", kind="layer", qualname="", type="Net", depth=0, seq=0,

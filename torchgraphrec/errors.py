@@ -21,4 +21,5 @@ class CaptureError(TorchGraphRecError, RuntimeError):
 
 
 class SavedBytesNotCounted(UserWarning):
-    """A forward in grad mode was recorded without ``saved_bytes``; the message says why."""
+    """A forward in grad mode was recorded with ``memory=True`` but without ``saved_bytes``;
+    the message says why."""

@@ -83,7 +83,8 @@ def _footer(graph: nx.DiGraph, found: Mapping[str, Any]) -> list[str]:
     if "saved_bytes" in found:
         lines.append(f"Saved activations: {cost_text(found['saved_bytes'], 'bytes')}")
     elif _saved_uncounted(graph):
-        lines.append("Saved activations: not counted (record with memory=True to count them)")
+        lines.append("Saved activations: not counted (memory=True counts them where torch "
+                     "allows)")
     lines.append(f"Input size: {cost_text(found['input_bytes'], 'bytes')}")
     if found["param_bytes"] is not None:
         lines.append(f"Params size: {cost_text(found['param_bytes'], 'bytes')}")
@@ -94,7 +95,8 @@ def _footer(graph: nx.DiGraph, found: Mapping[str, Any]) -> list[str]:
 
 def _saved_uncounted(graph: nx.DiGraph) -> bool:
     """Whether ops ran in grad mode (they have a ``grad_fn``) and the bytes autograd saved
-    for the backward were not counted, though they could have been (``ops="torch"``)."""
+    for the backward were not counted: not asked for, or not countable there (torch before
+    2.8, saved-tensor hooks disabled), where ``ops="torch"`` would allow asking."""
     return graph.graph.get("ops") == "torch" and any(
         attrs.get("grad_fn") for _, attrs in graph.nodes(data=True) if attrs.get("kind") == "op")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -203,6 +205,26 @@ def test_where_saved_tensor_hooks_are_forbidden_the_recording_says_so() -> None:
             graph = tgr.record(*case, memory=True).graph
     assert "saved_bytes" not in graph.graph
     assert not any("saved_bytes" in a for _, a in graph.nodes(data=True))
+
+
+_FIRST_WHERE_FORBIDDEN = """
+import warnings, torch, torchgraphrec
+warnings.simplefilter("ignore")
+x = torch.ones(1, 2, requires_grad=True)
+with torch.autograd.graph.disable_saved_tensors_hooks("not here"):
+    for memory in (False, True):
+        rec = torchgraphrec.record(torch.nn.Linear(2, 2), x, memory=memory, backward=True)
+        print(memory, "saved_bytes" in rec.graph.graph, x.grad is not None)
+"""
+
+
+def test_a_processs_first_recording_where_saved_tensor_hooks_are_forbidden_records() -> None:
+    # the costs of reaching the recorder's hooks are measured at a process's first
+    # recording, with a pack hook of their own: not where hooks are forbidden
+    done = subprocess.run([sys.executable, "-c", _FIRST_WHERE_FORBIDDEN], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["False False True", "True False True"]
 
 
 def test_under_no_grad_nothing_is_saved_and_sizes_and_times_are_there() -> None:

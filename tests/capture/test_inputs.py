@@ -147,7 +147,8 @@ class Checkpointed(nn.Module):
         return self.head(hidden)
 
 
-def test_a_reentrant_checkpoints_recomputation_is_counted_in_its_backward() -> None:
+@pytest.mark.parametrize("memory", [False, True])
+def test_a_reentrant_checkpoints_recomputation_is_counted_in_its_backward(memory: bool) -> None:
     torch.manual_seed(0)
     model, x = Checkpointed(), torch.randn(3, 4)
     plain = copy.deepcopy(model)
@@ -155,7 +156,7 @@ def test_a_reentrant_checkpoints_recomputation_is_counted_in_its_backward() -> N
         expected = plain(x)
         forward = counter.get_total_flops()
         backward_loss(expected).backward()
-    recording = tgr.record(model, x, backward=True, flops=True)
+    recording = tgr.record(model, x, backward=True, flops=True, memory=memory)
     graph = recording.graph
     assert graph.graph["flops"] == forward
     assert graph.graph["flops"] + graph.graph["backward_flops"] == counter.get_total_flops()
@@ -167,14 +168,15 @@ def test_a_reentrant_checkpoints_recomputation_is_counted_in_its_backward() -> N
         assert torch.equal(param.grad, want.grad), name
 
 
-def test_a_backward_under_fake_tensors_records_its_flops() -> None:
+@pytest.mark.parametrize("memory", [False, True])
+def test_a_backward_under_fake_tensors_records_its_flops(memory: bool) -> None:
     with FakeTensorMode():
         model, plain = (nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
                         for _ in range(2))
         x, plain_x = (torch.randn(3, 4, requires_grad=True) for _ in range(2))
         with FlopCounterMode(display=False) as counter:
             backward_loss(plain(plain_x)).backward()
-        graph = tgr.record(model, x, backward=True, flops=True).graph
+        graph = tgr.record(model, x, backward=True, flops=True, memory=memory).graph
         grads = [(type(p.grad), p.grad.shape) for p in model.parameters()]
     assert graph.graph["flops"] + graph.graph["backward_flops"] == counter.get_total_flops() > 0
     assert grads == [(FakeTensor, p.shape) for p in model.parameters()]
@@ -191,7 +193,8 @@ class BackwardInForward(nn.Module):
         return F.linear(x, self.weight)
 
 
-def test_a_backward_inside_the_forward_has_its_flops_on_a_backward_op() -> None:
+@pytest.mark.parametrize("memory", [False, True])
+def test_a_backward_inside_the_forward_has_its_flops_on_a_backward_op(memory: bool) -> None:
     torch.manual_seed(0)
     model, x = BackwardInForward(), torch.randn(4, 8)
     loss = F.linear(x, copy.deepcopy(model).weight).sum()
@@ -199,7 +202,7 @@ def test_a_backward_inside_the_forward_has_its_flops_on_a_backward_op() -> None:
         loss.backward()
     with FlopCounterMode(display=False) as linear_counter:
         F.linear(x, model.weight)
-    graph = tgr.record(model, x, flops=True).graph
+    graph = tgr.record(model, x, flops=True, memory=memory).graph
     ops = [(a["name"], a["flops"]) for a in nodes_of(graph, "op").values()]
     assert ops[2:] == [("backward", backward_counter.get_total_flops()),
                        ("linear", linear_counter.get_total_flops())]

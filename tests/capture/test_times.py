@@ -107,7 +107,7 @@ def test_an_overestimated_dispatch_cost_never_makes_ops_overlap(name: str, monke
     costs = calibrate.DispatchCosts(call=10**6, op=10**6, python_op=10**6, pack=10**6)
     monkeypatch.setattr("torchgraphrec.capture.capture.dispatch_costs", lambda: costs)
     model, args, kwargs = SMALL[name]()
-    graph = tgr.record(model, args, kwargs).graph
+    graph = tgr.record(model, args, kwargs, memory=True).graph  # the pack hook's cost too
     timed = sorted((attrs for _, attrs in graph.nodes(data=True) if "t_start_ns" in attrs),
                    key=lambda attrs: attrs["seq"])
     assert [attrs["t_start_ns"] for attrs in timed] == sorted(a["t_start_ns"] for a in timed)

@@ -12,6 +12,7 @@ from torch import nn
 
 import torchgraphrec as tgr
 from ranks.harness import Rank, scenario
+from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE as COUNTS_SAVED
 
 SCENARIOS: dict[str, Any] = {}
 on_ranks = scenario(SCENARIOS)
@@ -180,12 +181,13 @@ def comm_debug_mode(ctx: Rank) -> dict:
     x = torch.ones(4, 8)
     plain(x).sum().backward()
     with CommDebugMode() as comm:
-        with tgr.Recorder(recorded, ops="torch", flops=True) as rec:
+        with tgr.Recorder(recorded, ops="torch", flops=True, memory=True) as rec:
             recorded(x).sum().backward()
     grads = [torch.equal(_local(a.grad), _local(b.grad)) for a, b in
              zip(plain.parameters(), recorded.parameters())]
     return {"grads": grads, "counted": comm.get_total_counts() > 0,
-            "ops": sum(1 for _, kind in rec.graph.nodes(data="kind") if kind == "op")}
+            "ops": sum(1 for _, kind in rec.graph.nodes(data="kind") if kind == "op"),
+            "saved_bytes": rec.graph.graph.get("saved_bytes")}
 
 
 @pytest.mark.needs("dtensor")
@@ -193,6 +195,9 @@ def comm_debug_mode(ctx: Rank) -> dict:
 def test_comm_debug_mode_around_a_recorder_on_tensor_parallel(ranks) -> None:
     for found in ranks("comm_debug_mode"):
         assert found["grads"] == [True] * 4 and found["counted"] and found["ops"] > 0
+        # only ReLU's output is saved that is neither a parameter nor the input: this
+        # rank's 8 of its 16 columns, 4 rows of float32 (None where torch cannot count)
+        assert found["saved_bytes"] == (4 * 8 * 4 if COUNTS_SAVED else None)
 
 
 def _params(graph: Any) -> dict[str, dict]:
@@ -210,7 +215,7 @@ def fsdp2(ctx: Rank) -> dict:
     model = _fsdp(_mlp())
     found = {}
     for attempt in ("fresh", "again"):  # before and after FSDP made its unsharded params
-        with tgr.Recorder(model, backward=True, flops=True) as rec:
+        with tgr.Recorder(model, backward=True, flops=True, memory=True) as rec:
             model(torch.ones(4, 8)).sum().backward()
         graph = rec.graph
         found[attempt] = {
@@ -220,7 +225,8 @@ def fsdp2(ctx: Rank) -> dict:
             "collectives": [(attrs["phase"], attrs["collective"])
                             for _, attrs in graph.nodes(data=True) if attrs.get("collective")],
             "valid": tgr.validate(graph) is None,
-            "flops": (graph.graph["flops"], graph.graph["backward_flops"])}
+            "flops": (graph.graph["flops"], graph.graph["backward_flops"]),
+            "saved_bytes": graph.graph.get("saved_bytes")}
     found["expected_flops"] = _counted(_mlp(), torch.ones(4, 8))
     return found
 
@@ -245,7 +251,7 @@ def tensor_parallel_flops(ctx: Rank) -> dict:
         return {}
     model = _tensor_parallel(_mlp())
     x = torch.ones(4, 8)
-    with tgr.Recorder(model, flops=True, backward=True) as rec:
+    with tgr.Recorder(model, flops=True, memory=True, backward=True) as rec:
         model(x).sum().backward()
     linears = {attrs["parent"]: attrs["flops"] for _, attrs in rec.graph.nodes(data=True)
                if attrs.get("name") == "linear"}
@@ -260,6 +266,7 @@ def tensor_parallel_flops(ctx: Rank) -> dict:
                if attrs["kind"] == "tensor" and "placements" in attrs}
     again = tgr.from_json(tgr.to_json(rec.graph))
     return {"recorded": (rec.graph.graph["flops"], rec.graph.graph["backward_flops"]),
+            "saved_bytes": rec.graph.graph.get("saved_bytes"),
             "local": local, "global": _counted(_mlp(), x), "linears": linears,
             "tensors": tensors, "valid": tgr.validate(rec.graph) is None,
             "json": [attrs.get("placements") for _, attrs in sorted(again.nodes(data=True))],
@@ -271,6 +278,8 @@ def tensor_parallel_flops(ctx: Rank) -> dict:
 def test_flops_under_tensor_parallel_count_this_ranks_shard(ranks) -> None:
     for found in ranks("tensor_parallel_flops"):
         assert found["recorded"] == found["local"]
+        # ReLU's local output (see above)
+        assert found["saved_bytes"] == (4 * 8 * 4 if COUNTS_SAVED else None)
         assert found["linears"] == {"layer:0#0": 4 * 8 * 8 * 2, "layer:2#0": 4 * 8 * 8 * 2}
         assert 2 * found["recorded"][0] == found["global"][0]  # each Linear sharded in two
 
@@ -279,6 +288,10 @@ def test_flops_under_tensor_parallel_count_this_ranks_shard(ranks) -> None:
 def test_flops_under_fsdp2_count_the_gathered_weights(ranks) -> None:
     for found in ranks("fsdp2"):
         assert found["fresh"]["flops"] == found["again"]["flops"] == found["expected_flops"]
+        # ReLU's output, whole (FSDP2 computes on gathered weights); the gathered weights
+        # are parameters, which are not counted
+        assert found["fresh"]["saved_bytes"] == found["again"]["saved_bytes"] == (
+            4 * 16 * 4 if COUNTS_SAVED else None)
 
 
 @pytest.mark.needs("fully_shard")

@@ -45,7 +45,7 @@ class _LongNames(nn.Module):
 def gpt2_report(tmp_path_factory) -> Path:
     pytest.importorskip("transformers")
     case = gpt2_tiny()
-    recording = tgr.record(case.model, *case.args, backward=True, flops=True)
+    recording = tgr.record(case.model, *case.args, backward=True, flops=True, memory=True)
     return recording.render(tmp_path_factory.mktemp("gpt2") / "report.html")
 
 
@@ -56,7 +56,7 @@ def _widths(page) -> list[int]:
 
 @pytest.mark.needs("saved_bytes")
 def test_the_table_fits_1400_px_whatever_the_names(browser, gpt2_report, tmp_path: Path) -> None:
-    long = tgr.record(_LongNames(), torch.randn(3, 5, 7, 8), backward=True, flops=True)
+    long = tgr.record(_LongNames(), torch.randn(3, 5, 7, 8), backward=True, flops=True, memory=True)
     for path in (gpt2_report, long.render(tmp_path / "long.html")):
         with loaded_report(browser, path, width=1400) as loaded:
             page = loaded.page

@@ -17,6 +17,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import torchgraphrec as tgr
+from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, top_saved_tensor_hooks
 from torchgraphrec.recording import backward_loss
 
 pytest.importorskip("expecttest")  # torch.testing._internal needs it
@@ -44,7 +45,8 @@ def _same(left: Any, right: Any) -> bool:
 def _nothing_left(model: torch.nn.Module) -> bool:
     return not (torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks
                 or any(m._forward_pre_hooks or m._forward_hooks for m in model.modules())
-                or torch._C._len_torch_function_stack() or _get_current_dispatch_mode_stack())
+                or torch._C._len_torch_function_stack() or _get_current_dispatch_mode_stack()
+                or (SAVED_TENSOR_HOOKS_READABLE and top_saved_tensor_hooks() is not None))
 
 
 def _check(info: Any, sample: Any, training: bool, grad: bool) -> None:
@@ -58,11 +60,12 @@ def _check(info: Any, sample: Any, training: bool, grad: bool) -> None:
             expected = copy.deepcopy(model)(*copy.deepcopy(args), **copy.deepcopy(kwargs))
         except Exception as exc:  # a sample the module itself refuses: refused the same way
             with pytest.raises(type(exc)):
-                tgr.record(model, copy.deepcopy(args), copy.deepcopy(kwargs))
+                tgr.record(model, copy.deepcopy(args), copy.deepcopy(kwargs), memory=grad)
             assert _nothing_left(model)
             return
         torch.manual_seed(1)
-        recording = tgr.record(model, copy.deepcopy(args), copy.deepcopy(kwargs))
+        # saved bytes counted in grad mode: the saved-tensor hooks on top of everything else
+        recording = tgr.record(model, copy.deepcopy(args), copy.deepcopy(kwargs), memory=grad)
     where = f"{info.name} ({sample.desc or 'default'}, training={training}, grad={grad})"
     assert _same(expected, recording.output), where
     assert _nothing_left(model), where

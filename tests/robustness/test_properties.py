@@ -136,15 +136,16 @@ def _roles_hold(graph: nx.DiGraph) -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program=programs(), seed=st.integers(0, 2**16), needs_grad=st.booleans(),
-       mode=st.sampled_from(MODES), keyword=st.booleans())
+       mode=st.sampled_from(MODES), keyword=st.booleans(), memory=st.booleans())
 @example(program=[("relu_",)], seed=0, needs_grad=False, mode="grad",
-         keyword=False)  # found by hypothesis: no grad at all
+         keyword=False, memory=True)  # found by hypothesis: no grad at all
 @example(program=[("shared",), ("nest", [("shared",), ("relu_",)]), ("shared",)], seed=1,
-         needs_grad=True, mode="grad", keyword=False)  # one module reused at two depths
+         needs_grad=True, mode="grad", keyword=False,
+         memory=False)  # one module reused at two depths
 @example(program=[("keyword",), ("buffer",), ("nested_keyword",)], seed=2, needs_grad=False,
-         mode="no_grad", keyword=True)
+         mode="no_grad", keyword=True, memory=True)
 def test_random_programs_keep_every_promise(program: list, seed: int, needs_grad: bool,
-                                            mode: str, keyword: bool) -> None:
+                                            mode: str, keyword: bool, memory: bool) -> None:
     torch.manual_seed(seed)
     model = Program(program)
     if mode == "frozen":
@@ -160,7 +161,7 @@ def test_random_programs_keep_every_promise(program: list, seed: int, needs_grad
 
     before = hook_state(model)
     with torch.set_grad_enabled(mode != "no_grad"):
-        recording = tgr.record(model, args, kwargs, backward=backward)
+        recording = tgr.record(model, args, kwargs, backward=backward, memory=memory)
     assert_same_tensors(recording.output, expected)
     assert _grads(model).keys() == _grads(reference).keys()
     for name, grad in _grads(model).items():

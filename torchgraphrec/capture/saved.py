@@ -56,8 +56,12 @@ def _storages_of(modules: list[nn.Module]) -> set[int]:
             if not tensors:  # most modules of deep models hold neither
                 continue
             for tensor in tensors.values():
-                if tensor is not None and (type(tensor) in _NOT_LAZY or not is_lazy(tensor)):
+                if tensor is None:
+                    continue
+                if type(tensor) in _NOT_LAZY:
                     found.add(tensor.untyped_storage()._cdata)
+                elif not is_lazy(tensor):  # a subclass: a DTensor's is its shard's storage
+                    found.update(storage._cdata for storage in storages_of(tensor))
     return found
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from torchgraphrec._torch import DisableTorchFunction, exclude_python_dispatch
+from torchgraphrec._torch.distributed import dtensor_local
 
 __all__ = ["storages_of"]
 
@@ -21,9 +22,10 @@ _PARTS = {
 
 
 def storages_of(tensor: torch.Tensor) -> list[Any]:
-    """The untyped storages holding ``tensor``'s data: its own, or for a sparse tensor
-    those of its indices and values; none where neither can be read (a layout PyTorch
-    adds later), so that what cannot be counted is left out rather than guessed.
+    """The untyped storages holding ``tensor``'s data: its own, for a ``DTensor`` its
+    local shard's (what this rank holds), or for a sparse tensor those of its indices and
+    values; none where neither can be read (a layout PyTorch adds later), so that what
+    cannot be counted is left out rather than guessed.
 
     >>> dense = torch.zeros(2, 3)
     >>> [storage.nbytes() for storage in storages_of(dense)]
@@ -32,6 +34,8 @@ def storages_of(tensor: torch.Tensor) -> list[Any]:
     >>> [storage.nbytes() for storage in storages_of(sparse)]  # int64 indices, float values
     [32, 8]
     """
+    if type(tensor) is not torch.Tensor:  # a DTensor's own storage is a placeholder
+        tensor = dtensor_local(tensor)
     try:
         return [tensor.untyped_storage()]
     except (NotImplementedError, RuntimeError):  # "Cannot access storage of Sparse…Impl"
