@@ -11,6 +11,8 @@ from torchgraphrec._torch.distributed import dtensor_local
 
 __all__ = ["storages_of"]
 
+_PLAIN = torch.Tensor
+
 #: The tensors a sparse layout keeps its data in, by the methods that return them.
 _PARTS = {
     torch.sparse_coo: ("_indices", "_values"),  # private: the public ones coalesce first
@@ -34,7 +36,7 @@ def storages_of(tensor: torch.Tensor) -> list[Any]:
     >>> [storage.nbytes() for storage in storages_of(sparse)]  # int64 indices, float values
     [32, 8]
     """
-    if type(tensor) is not torch.Tensor:  # a DTensor's own storage is a placeholder
+    if type(tensor) is not _PLAIN:  # a DTensor's own storage is a placeholder
         tensor = dtensor_local(tensor)
     try:
         return [tensor.untyped_storage()]
