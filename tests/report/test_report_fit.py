@@ -56,7 +56,8 @@ def _widths(page) -> list[int]:
 
 @pytest.mark.needs("saved_bytes")
 def test_the_table_fits_1400_px_whatever_the_names(browser, gpt2_report, tmp_path: Path) -> None:
-    long = tgr.record(_LongNames(), torch.randn(3, 5, 7, 8), backward=True, flops=True, memory=True)
+    long = tgr.record(_LongNames(), torch.randn(3, 5, 7, 8), backward=True, flops=True,
+                      memory=True)
     for path in (gpt2_report, long.render(tmp_path / "long.html")):
         with loaded_report(browser, path, width=1400) as loaded:
             page = loaded.page
