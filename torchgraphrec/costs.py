@@ -38,23 +38,13 @@ def add_costs(graph: nx.DiGraph) -> nx.DiGraph:
     """
     # networkx's own node dict: a lookup there costs a fraction of one through graph.nodes
     attrs_of: dict[Any, Attrs] = graph._node
-    layers: list[tuple[Any, Attrs]] = []
-    ops: list[Attrs] = []
-    timed: list[Attrs] = []  # layers and ops, in the graph's order
-    for node, attrs in attrs_of.items():
-        kind = attrs["kind"]
-        if kind == "layer":
-            layers.append((node, attrs))
-            timed.append(attrs)
-        elif kind == "op":
-            ops.append(attrs)
-            timed.append(attrs)
+    layers, ops, inner = _add_times(attrs_of)
     # in SUMMED's order (a set's would follow the string hash seed, and so would the keys'
-    # order in the graph's JSON)
-    recorded = [name for name in SUMMED if any(name in attrs for attrs in ops)]
+    # order in the graph's JSON); the keys of all ops in one call, not a scan per name
+    present = set().union(*ops)
+    recorded = [name for name in SUMMED if name in present]
     if recorded:
         graph.graph.update(_sum_up(attrs_of, layers, ops, recorded))
-    inner = _add_times(timed)
     _add_self_times(attrs_of, layers, inner)
     return graph
 
@@ -90,34 +80,48 @@ def _ancestors(attrs_of: dict[Any, Attrs], parent: Any) -> list[Attrs]:
     return chain
 
 
-def _add_times(timed: list[Attrs]) -> dict[Any, float]:
-    """``forward_ms``, ``backward_ms``, and ``self_ms`` on ops; returns each parent's
-    children's ``forward_ms`` sum (in the graph's order: the same float sum each time)."""
+def _add_times(attrs_of: dict[Any, Attrs]
+               ) -> tuple[list[tuple[Any, Attrs]], list[Attrs], dict[Any, float]]:
+    """``forward_ms``, ``backward_ms``, and ``self_ms`` on ops, in one pass over the nodes;
+    returns the layers, the ops, and each parent's children's ``forward_ms`` sum (in the
+    graph's order: the same float sum each time)."""
+    layers: list[tuple[Any, Attrs]] = []
+    ops: list[Attrs] = []
     inner: dict[Any, float] = {}
-    for attrs in timed:
+    inner_get = inner.get
+    for node, attrs in attrs_of.items():
         # max(0, end - start) in ms, without a call: this runs for every layer call and op
-        span = attrs["t_end_ns"] - attrs["t_start_ns"]
-        forward = span / _NS_PER_MS if span > 0 else 0.0
-        attrs["forward_ms"] = forward
+        kind = attrs["kind"]
+        if kind == "op":
+            span = attrs["t_end_ns"] - attrs["t_start_ns"]
+            forward = attrs["forward_ms"] = attrs["self_ms"] = \
+                span / _NS_PER_MS if span > 0 else 0.0
+            ops.append(attrs)
+        elif kind == "layer":
+            span = attrs["t_end_ns"] - attrs["t_start_ns"]
+            forward = attrs["forward_ms"] = span / _NS_PER_MS if span > 0 else 0.0
+            layers.append((node, attrs))
+        else:
+            continue
         if "t_backward_start_ns" in attrs:
             attrs["backward_ms"] = max(
                 0, attrs["t_backward_end_ns"] - attrs["t_backward_start_ns"]) / _NS_PER_MS
-        if attrs["kind"] == "op":
-            attrs["self_ms"] = forward
         parent = attrs["parent"]
         if parent is not None:
-            inner[parent] = inner.get(parent, 0.0) + forward
-    return inner
+            inner[parent] = inner_get(parent, 0.0) + forward
+    return layers, ops, inner
 
 
 def _add_self_times(attrs_of: dict[Any, Attrs], layers: list[tuple[Any, Attrs]],
                     inner: dict[Any, float]) -> None:
     """``self_ms`` and ``output_bytes`` on layer calls."""
+    inner_get, node_get = inner.get, attrs_of.get
     for node, attrs in layers:
-        attrs["self_ms"] = max(0.0, attrs["forward_ms"] - inner.get(node, 0.0))
+        own = attrs["forward_ms"] - inner_get(node, 0.0)
+        attrs["self_ms"] = own if own > 0.0 else 0.0  # max(0.0, own), without a call
         outputs = attrs.get("outputs", ())
         if len(outputs) == 1:  # the usual call: no list, no comprehension
-            output = attrs_of.get(outputs[0])
+            output = node_get(outputs[0])
             size = None if output is None else output.get("bytes")
             if size is not None:
                 attrs["output_bytes"] = size

@@ -187,8 +187,13 @@ def _shared_and_empty() -> nn.Module:
 ])
 def test_the_module_table_lists_modules_as_named_modules_does(build: Any) -> None:
     model = build()
-    assert [(name, id(module)) for name, module in _named_modules(model)] == \
+    found = _named_modules(model)
+    assert [(name, id(module)) for name, module, _ in found] == \
         [(name, id(module)) for name, module in model.named_modules()]
+    # each one's parent is the module its qualname's prefix names
+    positions = {name: position for position, (name, _, _) in enumerate(found)}
+    assert [parent for _, _, parent in found] == \
+        [positions.get(name.rpartition(".")[0], -1) if name else -1 for name, _, _ in found]
     table = ModuleTable(model)
     assert table.qualnames == [name for name, _ in model.named_modules()]
 

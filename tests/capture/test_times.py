@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import time
 from typing import Callable, Iterator
 
@@ -64,6 +65,10 @@ def test_root_forward_ms_is_the_plain_forward(name: str) -> None:
     plain, recorded = [], []
     for _ in range(7):  # interleaved: drift on the machine hits both
         plain.append(plain_forward_ms(run, 3))
+        # from the state each plain run starts in, right after a collection: a recording
+        # that followed a plain run instead would find caches the collection leaves cold
+        # (more of them the larger the heap, as late in a full run) warm
+        gc.collect()
         recorded.append(_root(tgr.record(model, args, kwargs).graph)["forward_ms"])
     # the least of each: on a shared machine other work only ever adds, by up to a third
     ratio = min(recorded) / min(plain)

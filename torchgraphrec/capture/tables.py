@@ -48,49 +48,51 @@ class ModuleTable:
         #: whether the model swaps other parameter objects into its modules while it runs
         #: (FSDP2's unsharded parameters): then :meth:`swapped_in` is worth asking, and the
         #: table keeps which name of which module each parameter had
-        self.swaps = any(_swaps_parameters(type(module)) for _, module in found)
-        by_qualname = self._by_qualname
-        for qualname, module in found:
-            parent = by_qualname.get(qualname.rpartition(".")[0], -1) if qualname else -1
-            self._add(qualname, module, parent)
+        self.swaps = any(map(_swaps_parameters, {type(module) for _, module, _ in found}))
+        self._add(found)
 
-    def _add(self, qualname: str, module: nn.Module, parent: int) -> list[Any]:
-        """Number ``module`` (found in module ``parent``) and name its parameters and
-        buffers; returns those it named (a tensor already named keeps its first name)."""
-        index = len(self.modules)
-        self.index_of[id(module)] = self._by_qualname[qualname] = index
-        self.modules.append(module)
-        self.qualnames.append(qualname)
-        self._parents.append(parent)
-        type_name = type(module).__name__
-        self.types.append(type_name)
-        self.labels.append(f"{qualname}: {type_name}" if qualname else type_name)
-        named: list[Any] = []
-        parameters, buffers = module._parameters, module._buffers
-        if not parameters and not buffers:  # most modules of deep models hold neither
-            return named
-        tensor_ids, owners = self.tensor_ids, self.tensor_owner
-        prefix = "param:" + qualname + "." if qualname else "param:"
-        # the first name of a tensor reachable under several wins (inline: this runs
-        # for every parameter of the model at every recording)
+    def _add(self, found: list[tuple[str, nn.Module, int]]) -> list[Any]:
+        """Number each ``(qualname, module, parent)`` of ``found`` (``parent``: the index of
+        the module it was found in) and name its parameters and buffers; returns those it
+        named (a tensor already named keeps its first name). One loop with the tables at
+        hand: at every recording it runs for every module of the model."""
+        index_of, by_qualname, modules = self.index_of, self._by_qualname, self.modules
+        qualnames, parents, types, labels = self.qualnames, self._parents, self.types, \
+            self.labels
+        tensor_ids, owners, params = self.tensor_ids, self.tensor_owner, self._params
         slots = self._slots if self.swaps else None
-        for name, param in parameters.items():
-            if param is None:
+        named: list[Any] = []
+        for qualname, module, parent in found:
+            index = len(modules)
+            index_of[id(module)] = by_qualname[qualname] = index
+            modules.append(module)
+            qualnames.append(qualname)
+            parents.append(parent)
+            type_name = type(module).__name__
+            types.append(type_name)
+            labels.append(f"{qualname}: {type_name}" if qualname else type_name)
+            parameters, buffers = module._parameters, module._buffers
+            if not parameters and not buffers:  # most modules of deep models hold neither
                 continue
-            node_id = tensor_ids.get(id(param))
-            if node_id is None:
-                node_id = tensor_ids[id(param)] = prefix + name
-                owners[node_id] = index
-                self._params.append((index, param))
-                named.append(param)
-            if slots is not None:
-                slots[(index, name)] = node_id
-        for name, buffer in buffers.items():
-            if buffer is not None and id(buffer) not in tensor_ids:
-                node_id = tensor_ids[id(buffer)] = prefix + name
-                owners[node_id] = index
-                self.buffers.add(node_id)
-                named.append(buffer)
+            prefix = "param:" + qualname + "." if qualname else "param:"
+            # the first name of a tensor reachable under several wins
+            for name, param in parameters.items():
+                if param is None:
+                    continue
+                node_id = tensor_ids.get(id(param))
+                if node_id is None:
+                    node_id = tensor_ids[id(param)] = prefix + name
+                    owners[node_id] = index
+                    params.append((index, param))
+                    named.append(param)
+                if slots is not None:
+                    slots[(index, name)] = node_id
+            for name, buffer in buffers.items():
+                if buffer is not None and id(buffer) not in tensor_ids:
+                    node_id = tensor_ids[id(buffer)] = prefix + name
+                    owners[node_id] = index
+                    self.buffers.add(node_id)
+                    named.append(buffer)
         return named
 
     def add_module(self, parent: nn.Module, name: str, module: nn.Module) -> list[Any]:
@@ -104,12 +106,12 @@ class ModuleTable:
         if stem in self._by_qualname:  # its layer ids would be the replaced module's
             return []
         found = []
-        for qualname, inner in _named_modules(module):
+        for qualname, inner, _ in _named_modules(module):
             qualname = f"{stem}.{qualname}" if qualname else stem
             if id(inner) in self.index_of:  # reachable under an earlier name already
                 continue
             above = self._by_qualname.get(qualname.rpartition(".")[0], owner)
-            found += self._add(qualname, inner, above)
+            found += self._add([(qualname, inner, above)])
         return found
 
     def add_tensor(self, module: nn.Module, name: str, tensor: Any, buffer: bool) -> bool:
@@ -204,30 +206,46 @@ def _swaps_parameters(module_type: type) -> bool:
                for cls in module_type.__mro__)
 
 
-def _named_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """``list(model.named_modules())``, walked with a stack instead of a generator per
-    module (a third cheaper on deep models); a model with a module that has its own
+def _named_modules(model: nn.Module) -> list[tuple[str, nn.Module, int]]:
+    """``list(model.named_modules())``, each with the position in the list of the module it
+    was found in (-1 for ``model``), walked with a stack instead of a generator per module
+    (a third cheaper on deep models); a model with a module that has its own
     ``named_modules`` gets what that returns.
 
     >>> shared = nn.Linear(1, 1)
-    >>> [name for name, _ in _named_modules(nn.Sequential(shared, nn.ReLU(), shared))]
-    ['', '0', '1']
+    >>> [(name, parent) for name, _, parent in
+    ...  _named_modules(nn.Sequential(shared, nn.Sequential(nn.ReLU()), shared))]
+    [('', -1), ('0', 0), ('1', 0), ('1.0', 2)]
     """
     original = nn.Module.named_modules
-    found: list[tuple[str, nn.Module]] = []
+    found: list[tuple[str, nn.Module, int]] = []
     seen: set[nn.Module] = set()
-    stack = [("", model)]
+    stack = [("", model, -1)]
+    pop, push = stack.pop, stack.append
     while stack:
-        prefix, module = stack.pop()
+        prefix, module, parent = pop()
         if type(module).named_modules is not original or "named_modules" in module.__dict__:
-            return list(model.named_modules())
+            return _with_parents(list(model.named_modules()))
         if module in seen:  # named_modules() lists a module once, under its first name
             continue
         seen.add(module)
-        found.append((prefix, module))
+        position = len(found)
+        found.append((prefix, module, parent))
         children = module._modules
         if children:
             dot = prefix + "." if prefix else ""
-            stack += reversed([(dot + name, child) for name, child in children.items()
-                               if child is not None])
+            for name, child in reversed(children.items()):
+                if child is not None:
+                    push((dot + name, child, position))
+    return found
+
+
+def _with_parents(named: list[tuple[str, nn.Module]]) -> list[tuple[str, nn.Module, int]]:
+    """``named`` with the position of each one's parent, found by its qualname."""
+    positions: dict[str, int] = {}
+    found = []
+    for qualname, module in named:
+        parent = positions.get(qualname.rpartition(".")[0], -1) if qualname else -1
+        positions[qualname] = len(found)
+        found.append((qualname, module, parent))
     return found
