@@ -40,7 +40,9 @@ def add_costs(graph: nx.DiGraph) -> nx.DiGraph:
     attrs_of: dict[Any, Attrs] = graph._node
     layers, ops, inner = _add_times(attrs_of)
     # in SUMMED's order (a set's would follow the string hash seed, and so would the keys'
-    # order in the graph's JSON); the keys of all ops in one call, not a scan per name
+    # order in the graph's JSON). The ops' keys in one pass in C: a scan per name in Python
+    # ends at the first op where costs were counted, but runs through every op of the usual
+    # recording, where none were
     present = set().union(*ops)
     recorded = [name for name in SUMMED if name in present]
     if recorded:
@@ -90,22 +92,20 @@ def _add_times(attrs_of: dict[Any, Attrs]
     inner: dict[Any, float] = {}
     inner_get = inner.get
     for node, attrs in attrs_of.items():
-        # max(0, end - start) in ms, without a call: this runs for every layer call and op
         kind = attrs["kind"]
-        if kind == "op":
-            span = attrs["t_end_ns"] - attrs["t_start_ns"]
-            forward = attrs["forward_ms"] = attrs["self_ms"] = \
-                span / _NS_PER_MS if span > 0 else 0.0
-            ops.append(attrs)
-        elif kind == "layer":
-            span = attrs["t_end_ns"] - attrs["t_start_ns"]
-            forward = attrs["forward_ms"] = span / _NS_PER_MS if span > 0 else 0.0
-            layers.append((node, attrs))
-        else:
+        if kind != "op" and kind != "layer":
             continue
+        # max(0, end - start) in ms, without a call: this runs for every layer call and op
+        span = attrs["t_end_ns"] - attrs["t_start_ns"]
+        forward = attrs["forward_ms"] = span / _NS_PER_MS if span > 0 else 0.0
         if "t_backward_start_ns" in attrs:
             attrs["backward_ms"] = max(
                 0, attrs["t_backward_end_ns"] - attrs["t_backward_start_ns"]) / _NS_PER_MS
+        if kind == "op":
+            attrs["self_ms"] = forward
+            ops.append(attrs)
+        else:
+            layers.append((node, attrs))
         parent = attrs["parent"]
         if parent is not None:
             inner[parent] = inner_get(parent, 0.0) + forward
