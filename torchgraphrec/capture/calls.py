@@ -136,13 +136,16 @@ class CallTracker:
         quiet = self._quiet
         quiet.__enter__()
         clock = self.state.clock
+        # the gap since the last boundary gives up the least gap before a call so far (see Clock)
+        least = clock.before_call
+        t = entered - clock.spent - self._quarter - least
+        if t < clock.last:
+            least = clock.least_gap("before_call", t + least)
+            t = clock.last
+        clock.last = t
         try:
             state, events = self.state, self.events
             stack, calls = state.stack, events.calls
-            t = entered - clock.spent - self._quarter
-            if t < clock.last:  # the dispatch cost taken off is an estimate: see Clock
-                t = clock.last
-            clock.last = t
             if not stack:
                 self.forward_start = len(calls)
                 self.in_forward = True
@@ -169,7 +172,7 @@ class CallTracker:
             self._fail(exc)
         finally:
             quiet.__exit__(None, None, None)
-            clock.spent += _now() - entered + self._half
+            clock.spent += _now() - entered + self._half + least
 
     def _call_inputs(self, args: tuple, kwargs: dict, t: int, parent: int) -> list:
         """The tensor refs a nested call reads (its arguments' values at ``t``)."""
@@ -219,15 +222,17 @@ class CallTracker:
         quiet = self._quiet
         quiet.__enter__()
         clock = self.state.clock
+        least = clock.before_end
+        t = entered - clock.spent - self._quarter - least
+        if t < clock.last:
+            least = clock.least_gap("before_end", t + least)
+            t = clock.last
+        clock.last = t
         try:
             state, calls = self.state, self.events.calls
             stack = state.stack
             if not stack or calls[stack[-1]].module != module_index:
                 raise RuntimeError("module calls did not nest: a forward hook was skipped")
-            t = entered - clock.spent - self._quarter
-            if t < clock.last:
-                t = clock.last
-            clock.last = t
             index = stack.pop()
             call = calls[index]
             call.t_end = t
@@ -258,7 +263,7 @@ class CallTracker:
             self._fail(exc)
         finally:
             quiet.__exit__(None, None, None)
-            clock.spent += _now() - entered + self._half
+            clock.spent += _now() - entered + self._half + least
 
     def _model_outputs(self, index: int, output: Any, t: int) -> list:
         """The top-level call's outputs, named by their path in what it returned."""

@@ -27,8 +27,19 @@ class Clock:
     is at least :attr:`last`, the latest one before it, so that times never decrease in the
     order they were observed and consecutive ops never overlap.
 
-    The hot paths read :attr:`spent` and :attr:`last` and update them inline (a method call
-    there costs more than the arithmetic); the methods are for everything else.
+    In place, between a model's ops, that dispatch costs several times what it costs in a
+    loop (the recorder's own work leaves the caches cold), and the rest is left in the gaps
+    between the boundaries the hooks and handler observe: a call's start, an op's start, a
+    call's end. The gaps before one kind of boundary hold about the same dispatch, and the
+    least of them holds it with the least Python of the model's own: each gap gives up
+    the least gap before the same kind of boundary so far in the recording
+    (:attr:`before_call`, :attr:`before_op`, :attr:`before_end`). They start at :attr:`cap`,
+    the most a gap gives up (where every gap of a kind runs Python of the model's own), and
+    a gap never gives up more than itself, so that times keep their order.
+
+    The hot paths read :attr:`spent`, :attr:`last` and the least gaps and update them inline
+    (a method call there costs more than the arithmetic); the methods are for everything
+    else.
 
     >>> clock = Clock()
     >>> entered = time.perf_counter_ns()
@@ -39,12 +50,28 @@ class Clock:
     True
     """
 
-    __slots__ = ("spent", "costs", "last")
+    __slots__ = ("spent", "costs", "last", "cap", "before_call", "before_op", "before_end")
 
-    def __init__(self, costs: DispatchCosts = NO_COSTS) -> None:
+    def __init__(self, costs: DispatchCosts = NO_COSTS, cap: int = 0) -> None:
         self.spent = 0  # ns of the recorder's own work so far
         self.costs = costs
         self.last = 0  # the latest time handed out
+        self.cap = self.before_call = self.before_op = self.before_end = cap
+
+    def calibrate(self, costs: DispatchCosts) -> None:
+        """Take ``costs`` off at every event, and let a gap give up at most twice the
+        greatest of them beyond that (:attr:`cap`; in place, the dispatch was seen to cost
+        up to four or five times what it costs in a loop).
+
+        >>> from torchgraphrec.capture.calibrate import DispatchCosts
+        >>> clock = Clock()
+        >>> clock.calibrate(DispatchCosts(call=900, op=700, python_op=2_000, pack=100))
+        >>> clock.cap, clock.before_op
+        (4000, 4000)
+        """
+        self.costs = costs
+        self.cap = self.before_call = self.before_op = self.before_end = \
+            2 * max(costs.call, costs.op, costs.python_op)
 
     def now(self) -> int:
         """The time now, the recorder's own work left out (never before :attr:`last`)."""
@@ -53,6 +80,25 @@ class Clock:
             found = self.last
         self.last = found
         return found
+
+    def least_gap(self, kind: str, t: int) -> int:
+        """The gap from :attr:`last` to ``t``, a time about to be handed out at a boundary
+        of ``kind`` (``"before_call"``, ``"before_op"`` or ``"before_end"``), where it is no
+        more than the least so far: it becomes the least (never below 0, which a calibrated
+        cost taken off in excess makes it) and is what the gap gives up, all of it.
+
+        >>> clock = Clock(cap=500)
+        >>> clock.last = 1_000
+        >>> clock.least_gap("before_op", 1_200), clock.before_op
+        (200, 200)
+        >>> clock.least_gap("before_op", 900), clock.before_op
+        (0, 0)
+        """
+        least = t - self.last
+        if least < 0:
+            least = 0
+        setattr(self, kind, least)
+        return least
 
     def add_since(self, entered: int) -> None:
         """Count the time since ``perf_counter_ns()`` read ``entered`` as the recorder's own."""

@@ -174,11 +174,15 @@ class OpRecorder:
         if guard is not None:
             guard.__exit__(None, None, None)
         called = _now()
-        clock.spent += called - entered + half
-        t0 = called - clock.spent
-        if t0 < clock.last:  # the dispatch cost taken off is an estimate: see Clock
+        # the gap since the last boundary gives up the least gap before an op so far (see
+        # Clock); what runs inside the call starts after t0
+        least = clock.before_op
+        t0 = entered - clock.spent - half - least
+        if t0 < clock.last:
+            least = clock.least_gap("before_op", t0 + least)
             t0 = clock.last
-        clock.last = t0  # what runs inside the call starts after it
+        clock.last = t0
+        clock.spent += called - entered + half + least
         out = func(*args, **kwargs)
         returned = _now()
         t1 = returned - clock.spent  # less what the recorder's hooks took inside the call
