@@ -101,7 +101,7 @@ class _Busy(torch.nn.Module):
     """Python of the model's own in every gap: before its first op, between its ops and
     after its last, noting how long each stretch ran."""
 
-    def __init__(self, ran: list) -> None:
+    def __init__(self, ran: list[int]) -> None:
         super().__init__()
         self.ran = ran
 
@@ -115,7 +115,7 @@ class _Busy(torch.nn.Module):
         return x
 
 
-def test_the_models_own_python_in_every_gap_stays_in_its_calls() -> None:
+def test_the_models_own_python_in_every_gap_loses_no_more_than_the_cap() -> None:
     # every gap of every kind runs 0.2 ms of Python: the least gaps are all Python, and each
     # gives up no more than the clock's cap (a few microseconds)
     ran: list[int] = []
@@ -125,27 +125,13 @@ def test_the_models_own_python_in_every_gap_stays_in_its_calls() -> None:
                     if attrs["kind"] == "layer" and attrs["parent"] is not None),
                    key=lambda attrs: attrs["seq"])
     assert len(calls) == len(ran) == 4
-    costs = calibrate.dispatch_costs()
-    # three gaps, each giving up at most the cap (twice the greatest cost) beyond the
-    # calibrated cost itself
-    most = 3 * 3 * max(costs.call, costs.op, costs.python_op) / 1e6
+    costs = calibrate.dispatch_costs()  # the process's, as the recording's
+    # each of the three gaps gives up at most the calibrated costs on its way (under one
+    # of the greatest) and the cap (twice the greatest); the start's clamp, half of one
+    most = 10 * max(costs.call, costs.op, costs.python_op) / 1e6
     for attrs, took in zip(calls, ran):
-        assert took / 1e6 - most <= attrs["forward_ms"] <= took / 1e6 + 0.1, (attrs, took, most)
-
-
-def test_where_nothing_is_calibrated_the_gaps_give_up_nothing() -> None:
-    # under a user's torch-function mode the dispatch cannot be measured (it would run
-    # through the user's mode): nothing is taken off, and no gap gives anything up
-    from torchgraphrec.capture.capture import Capture
-
-    class Passing(torch.overrides.TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-            return func(*args, **(kwargs or {}))
-
-    with Passing():
-        clock = Capture(torch.nn.Linear(2, 2)).state.clock
-    assert clock.costs == calibrate.NO_COSTS
-    assert (clock.cap, clock.before_call, clock.before_op, clock.before_end) == (0, 0, 0, 0)
+        # above: the ops' own time, and whatever else the machine ran meanwhile
+        assert took / 1e6 - most <= attrs["forward_ms"] <= took / 1e6 + 1, (attrs, took, most)
 
 
 @pytest.mark.parametrize("backward", [False, True])

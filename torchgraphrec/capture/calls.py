@@ -136,11 +136,12 @@ class CallTracker:
         quiet = self._quiet
         quiet.__enter__()
         clock = self.state.clock
-        # the gap since the last boundary gives up the least gap before a call so far (see Clock)
-        least = clock.before_call
-        t = entered - clock.spent - self._quarter - least
-        if t < clock.last:
-            least = clock.least_gap("before_call", t + least)
+        # the gap since the last time handed out gives up the least before a call so far,
+        # PyTorch's dispatch that the calibrated cost leaves in it (see Clock)
+        given_up = clock.before_call
+        t = entered - clock.spent - self._quarter - given_up
+        if t < clock.last:  # a least this gap is below, or a calibrated cost it overshot
+            given_up = clock.least_gap("before_call", t + given_up)
             t = clock.last
         clock.last = t
         try:
@@ -172,7 +173,7 @@ class CallTracker:
             self._fail(exc)
         finally:
             quiet.__exit__(None, None, None)
-            clock.spent += _now() - entered + self._half + least
+            clock.spent += _now() - entered + self._half + given_up
 
     def _call_inputs(self, args: tuple, kwargs: dict, t: int, parent: int) -> list:
         """The tensor refs a nested call reads (its arguments' values at ``t``)."""
@@ -222,10 +223,10 @@ class CallTracker:
         quiet = self._quiet
         quiet.__enter__()
         clock = self.state.clock
-        least = clock.before_end
-        t = entered - clock.spent - self._quarter - least
-        if t < clock.last:
-            least = clock.least_gap("before_end", t + least)
+        given_up = clock.before_end
+        t = entered - clock.spent - self._quarter - given_up
+        if t < clock.last:  # a least this gap is below, or a calibrated cost it overshot
+            given_up = clock.least_gap("before_end", t + given_up)
             t = clock.last
         clock.last = t
         try:
@@ -263,7 +264,7 @@ class CallTracker:
             self._fail(exc)
         finally:
             quiet.__exit__(None, None, None)
-            clock.spent += _now() - entered + self._half + least
+            clock.spent += _now() - entered + self._half + given_up
 
     def _model_outputs(self, index: int, output: Any, t: int) -> list:
         """The top-level call's outputs, named by their path in what it returned."""

@@ -71,7 +71,7 @@ class Capture:
         self.table = ModuleTable(model)
         self.events = Events()
         self.state = CaptureState(self.table, self.events, autograd=self.ops == "autograd")
-        self.state.clock.calibrate(dispatch_costs())  # before the modes read its costs
+        self.state.clock.use_costs(dispatch_costs())  # before the modes read them
         self.namer = Namer(self.table, self.events, self.state.nested)
         self.tracker = CallTracker(self.state, self._begin, self._end,
                                    "constant" if self.ops == "torch" else None)

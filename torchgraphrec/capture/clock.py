@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Literal
 
 from torchgraphrec.capture.calibrate import NO_COSTS, DispatchCosts
 
-__all__ = ["Clock"]
+__all__ = ["Clock", "GapKind"]
+
+#: The kinds of boundary a gap leads to, by the clock's attribute holding its least gap.
+GapKind = Literal["before_call", "before_op", "before_aten", "before_end"]
 
 _now: Callable[[], int] = time.perf_counter_ns
 
@@ -29,13 +32,16 @@ class Clock:
 
     In place, between a model's ops, that dispatch costs several times what it costs in a
     loop (the recorder's own work leaves the caches cold), and the rest is left in the gaps
-    between the boundaries the hooks and handler observe: a call's start, an op's start, a
-    call's end. The gaps before one kind of boundary hold about the same dispatch, and the
-    least of them holds it with the least Python of the model's own: each gap gives up
-    the least gap before the same kind of boundary so far in the recording
-    (:attr:`before_call`, :attr:`before_op`, :attr:`before_end`). They start at :attr:`cap`,
-    the most a gap gives up (where every gap of a kind runs Python of the model's own), and
-    a gap never gives up more than itself, so that times keep their order.
+    between the boundaries the hooks and handler observe: a call's start, an op's start (an
+    ATen op's, inside a fast path, apart), a call's end. Each gap gives up the least gap
+    seen so far before the same kind of boundary in the recording (:attr:`before_call`,
+    :attr:`before_op`, :attr:`before_aten`, :attr:`before_end`): at most the dispatch of the
+    cheapest such gap and the least Python of the model's own any of them ran; the others
+    keep what they held beyond it. The leasts start at :attr:`cap`, the most a gap gives up
+    (where every gap of a kind runs Python of the model's own, it loses no more than that),
+    so that the first gaps of a kind give up more than later ones would; a gap never gives
+    up more than itself, so that times keep their order, and one the calibrated costs
+    already overshot gives up nothing, nor, from then on, does any gap of its kind.
 
     The hot paths read :attr:`spent`, :attr:`last` and the least gaps and update them inline
     (a method call there costs more than the arithmetic); the methods are for everything
@@ -50,27 +56,26 @@ class Clock:
     True
     """
 
-    __slots__ = ("spent", "costs", "last", "cap", "before_call", "before_op", "before_end")
+    __slots__ = ("spent", "costs", "last", "cap", "before_call", "before_op", "before_aten",
+                 "before_end")
 
-    def __init__(self, costs: DispatchCosts = NO_COSTS, cap: int = 0) -> None:
+    def __init__(self, costs: DispatchCosts = NO_COSTS) -> None:
         self.spent = 0  # ns of the recorder's own work so far
-        self.costs = costs
         self.last = 0  # the latest time handed out
-        self.cap = self.before_call = self.before_op = self.before_end = cap
+        self.use_costs(costs)
 
-    def calibrate(self, costs: DispatchCosts) -> None:
+    def use_costs(self, costs: DispatchCosts) -> None:
         """Take ``costs`` off at every event, and let a gap give up at most twice the
         greatest of them beyond that (:attr:`cap`; in place, the dispatch was seen to cost
-        up to four or five times what it costs in a loop).
+        up to four or five times what it costs in a loop). Every least gap starts again.
 
         >>> from torchgraphrec.capture.calibrate import DispatchCosts
-        >>> clock = Clock()
-        >>> clock.calibrate(DispatchCosts(call=900, op=700, python_op=2_000, pack=100))
+        >>> clock = Clock(DispatchCosts(call=900, op=700, python_op=2_000, pack=100))
         >>> clock.cap, clock.before_op
         (4000, 4000)
         """
         self.costs = costs
-        self.cap = self.before_call = self.before_op = self.before_end = \
+        self.cap = self.before_call = self.before_op = self.before_aten = self.before_end = \
             2 * max(costs.call, costs.op, costs.python_op)
 
     def now(self) -> int:
@@ -81,23 +86,33 @@ class Clock:
         self.last = found
         return found
 
-    def least_gap(self, kind: str, t: int) -> int:
-        """The gap from :attr:`last` to ``t``, a time about to be handed out at a boundary
-        of ``kind`` (``"before_call"``, ``"before_op"`` or ``"before_end"``), where it is no
-        more than the least so far: it becomes the least (never below 0, which a calibrated
-        cost taken off in excess makes it) and is what the gap gives up, all of it.
+    def least_gap(self, kind: GapKind, t: int) -> int:
+        """Note the gap from :attr:`last` to ``t`` (a time about to be handed out at a
+        boundary of ``kind``, nothing given up yet) where it is the least of its kind so far.
 
-        >>> clock = Clock(cap=500)
+        Args:
+            kind: the attribute holding the least gap before such a boundary.
+            t: the boundary's time before its gap gives anything up.
+
+        Returns:
+            What the gap gives up: all of itself where it is the least so far (none where
+            the calibrated costs already overshot it), else the least.
+
+        >>> from torchgraphrec.capture.calibrate import DispatchCosts
+        >>> clock = Clock(DispatchCosts(call=250, op=0, python_op=0, pack=0))
         >>> clock.last = 1_000
         >>> clock.least_gap("before_op", 1_200), clock.before_op
+        (200, 200)
+        >>> clock.least_gap("before_op", 1_300), clock.before_op
         (200, 200)
         >>> clock.least_gap("before_op", 900), clock.before_op
         (0, 0)
         """
-        least = t - self.last
-        if least < 0:
-            least = 0
-        setattr(self, kind, least)
+        least = getattr(self, kind)
+        gap = t - self.last
+        if gap < least:
+            least = gap if gap > 0 else 0
+            setattr(self, kind, least)
         return least
 
     def add_since(self, entered: int) -> None:

@@ -64,7 +64,7 @@ class AtenMode(OpRecorder, TorchDispatchMode):
         # the version of a tensor changed in place is bumped above the dispatcher's Python
         # key, after this handler returns: its schema says which arguments it writes
         super().__init__(state, aten_name, lambda func: half, on_failure,
-                         written_by_schema=True)
+                         written_by_schema=True, gap_kind="before_aten")
 
 
 class FastPathSwitch:

@@ -14,6 +14,7 @@ from torch.overrides import TorchFunctionMode
 from torchgraphrec._torch import DisableTorchFunction, autograd_sequence_number, \
     function_mode_depth, function_modes, pop_function_mode, push_function_mode
 from torchgraphrec.capture.calibrate import DispatchCosts
+from torchgraphrec.capture.clock import GapKind
 from torchgraphrec.capture.collectives import collective_call
 from torchgraphrec.capture.opnames import TENSOR, mutates_by_name, op_name_of
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
@@ -107,6 +108,8 @@ class OpRecorder:
         on_failure: called with the recorder's own exception (the forward goes on).
         written_by_schema: where the version of a tensor changed in place is counted only
             after the handler returns (at the ATen level), find it by the op's schema.
+        gap_kind: the clock's least gap before this mode's ops (ATen ops inside a fused
+            fast path follow each other with no Python between: their own kind).
 
     The handler runs between the model's ops, whose compute leaves the caches cold: it is
     one function with the common cases inline, since there every extra call and object
@@ -118,7 +121,7 @@ class OpRecorder:
 
     def __init__(self, state: CaptureState, name_of: Callable[[Any], str],
                  half_of: Callable[[Any], int], on_failure: Callable[[BaseException], Any],
-                 written_by_schema: bool = False) -> None:
+                 written_by_schema: bool = False, gap_kind: GapKind = "before_op") -> None:
         super().__init__()
         self.state = state
         self.on_failure = on_failure
@@ -130,6 +133,7 @@ class OpRecorder:
         self._known: dict[Any, tuple[str, int]] = {}
         self._guard: Any = None  # hides the handler's own reads from the modes below
         self._written_by_schema = written_by_schema
+        self._gap_kind = gap_kind
 
     def record(self, func: Any, types: Any, args: tuple = (),
                kwargs: dict | None = None) -> Any:
@@ -174,15 +178,15 @@ class OpRecorder:
         if guard is not None:
             guard.__exit__(None, None, None)
         called = _now()
-        # the gap since the last boundary gives up the least gap before an op so far (see
-        # Clock); what runs inside the call starts after t0
-        least = clock.before_op
-        t0 = entered - clock.spent - half - least
-        if t0 < clock.last:
-            least = clock.least_gap("before_op", t0 + least)
+        # the gap since the last time handed out gives up the least before an op of this
+        # mode's level so far (see Clock); what runs inside the call starts after t0
+        given_up = getattr(clock, self._gap_kind)
+        t0 = entered - clock.spent - half - given_up
+        if t0 < clock.last:  # a least this gap is below, or a calibrated cost it overshot
+            given_up = clock.least_gap(self._gap_kind, t0 + given_up)
             t0 = clock.last
         clock.last = t0
-        clock.spent += called - entered + half + least
+        clock.spent += called - entered + half + given_up
         out = func(*args, **kwargs)
         returned = _now()
         t1 = returned - clock.spent  # less what the recorder's hooks took inside the call

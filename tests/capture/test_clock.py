@@ -1,0 +1,135 @@
+"""The recording's clock: what each gap between observed boundaries gives up, on a clock the test drives."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+import torch
+from torch import nn
+
+import torchgraphrec as tgr
+from torchgraphrec.capture import calibrate
+from torchgraphrec.capture.capture import Capture
+
+NOW = [10**9]  # the fake perf_counter_ns: only the model's own Python moves it
+
+
+def _advance(ns: int) -> None:
+    NOW[0] += ns
+
+
+class _Step(nn.Module):
+    """``before`` ns of the model's Python, one op, then ``after`` ns."""
+
+    def __init__(self, before: int, after: int = 0) -> None:
+        super().__init__()
+        self.before, self.after = before, after
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _advance(self.before)
+        x = torch.mul(x, 2)  # a C++ function: its calibrated cost is the op's (0 here)
+        _advance(self.after)
+        return x
+
+
+@pytest.fixture
+def driven_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every clock read of the hooks, the handler and the clock returns :data:`NOW`; the
+    calibrated costs are 0 but for a Python function's (which no op here is), so that the
+    cap (twice the greatest) is 1,000 ns and nothing else is taken off."""
+    for module in ("calls", "ops", "clock"):
+        monkeypatch.setattr(f"torchgraphrec.capture.{module}._now", lambda: NOW[0])
+    costs = calibrate.DispatchCosts(call=0, op=0, python_op=500, pack=0)
+    monkeypatch.setattr("torchgraphrec.capture.capture.dispatch_costs", lambda: costs)
+    yield
+
+
+def _times(graph: Any) -> dict[str, tuple[int, int]]:
+    return {attrs.get("qualname", node): (attrs["t_start_ns"], attrs["t_end_ns"])
+            for node, attrs in graph.nodes(data=True) if attrs["kind"] == "layer"}
+
+
+@pytest.mark.usefixtures("driven_clock")
+def test_each_gap_gives_up_the_least_of_its_kind_so_far_and_never_more_than_itself() -> None:
+    model = nn.Sequential(_Step(3_000), _Step(800), _Step(2_000))
+    graph = tgr.record(model, (torch.ones(2),)).graph
+    times = _times(graph)
+    # before the first op: 3,000 ns give up the cap (1,000, the least so far); before the
+    # second, 800 ns are below it: all of them go, and 800 becomes the least; before the
+    # third, 2,000 ns give up 800. The gaps before calls and ends hold nothing: nothing goes.
+    assert [end - start for start, end in (times["0"], times["1"], times["2"])] == \
+        [2_000, 0, 1_200]
+    assert times[""][1] - times[""][0] == 3_200  # of the 5,800 ns the forward ran
+    ops = sorted((attrs for _, attrs in graph.nodes(data=True) if attrs["kind"] == "op"),
+                 key=lambda attrs: attrs["seq"])
+    assert [op["t_end_ns"] - op["t_start_ns"] for op in ops] == [0, 0, 0]  # their calls alone
+    assert [op["t_start_ns"] for op in ops] == [times[q][0] + gap for q, gap in
+                                                (("0", 2_000), ("1", 0), ("2", 1_200))]
+
+
+class _Varying(nn.Module):
+    """Runs the next of ``befores`` ns of the model's Python before its op, a forward each."""
+
+    def __init__(self, befores: list[int]) -> None:
+        super().__init__()
+        self.befores = befores
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _advance(self.befores.pop(0))
+        return torch.mul(x, 2)
+
+
+@pytest.mark.usefixtures("driven_clock")
+def test_the_least_gaps_carry_over_to_the_next_forward() -> None:
+    model = nn.Sequential(_Varying([300, 500]))
+    with tgr.Recorder(model, backward=False) as recorder:
+        model(torch.ones(2))
+        model(torch.ones(2))
+    calls = sorted((attrs for _, attrs in recorder.graph.nodes(data=True)
+                    if attrs["kind"] == "layer" and attrs["qualname"] == "0"),
+                   key=lambda attrs: attrs["call_index"])
+    # the first forward's 300 ns go whole and become the least gap before an op; the
+    # second forward's 500 ns give up those 300 (not the cap)
+    assert [attrs["t_end_ns"] - attrs["t_start_ns"] for attrs in calls] == [0, 200]
+
+
+class _AttentionThenStep(nn.Module):
+    """A fast-path attention (its one fused ATen op, recorded by the ATen-level mode),
+    then 3,000 ns of the model's Python before an op of the torch level."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attention = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.step = _Step(3_000)
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        return self.step(self.attention(q, q, q, need_weights=False)[0])
+
+
+@pytest.mark.usefixtures("driven_clock")
+def test_fused_aten_ops_are_a_kind_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the gap before the fused kernel holds nothing (C++ follows C++): had it been a gap
+    # before an op, every later op's gap would give up nothing
+    monkeypatch.setattr("torchgraphrec.capture.fastpath.dispatch_mode_cost", lambda: 0)
+    model = _AttentionThenStep().eval()
+    with torch.no_grad():
+        graph = tgr.record(model, (torch.ones(2, 4, 8),)).graph
+    names = {attrs["name"] for _, attrs in graph.nodes(data=True) if attrs["kind"] == "op"}
+    assert "_native_multi_head_attention" in names  # the fast path was taken
+    start, end = _times(graph)["step"]
+    assert end - start == 2_000  # the 3,000 ns gave up the cap
+
+
+def test_where_nothing_is_calibrated_the_clock_lets_no_gap_give_anything_up() -> None:
+    # under a user's torch-function mode the dispatch cannot be measured (it would run
+    # through the user's mode): nothing is taken off, and the cap is 0
+    class Passing(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: tuple = (),
+                               kwargs: dict | None = None) -> Any:
+            return func(*args, **(kwargs or {}))
+
+    with Passing():
+        clock = Capture(nn.Linear(2, 2)).state.clock
+    assert clock.costs == calibrate.NO_COSTS
+    assert (clock.cap, clock.before_call, clock.before_op, clock.before_end) == (0, 0, 0, 0)
