@@ -109,8 +109,9 @@ class _AttentionThenStep(nn.Module):
 
 @pytest.mark.usefixtures("driven_clock")
 def test_fused_aten_ops_are_a_kind_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the gap before the fused kernel holds nothing (C++ follows C++): had it been a gap
-    # before an op, every later op's gap would give up nothing
+    # the gap before the fused kernel holds nothing here (the driven clock stands still
+    # through the attention's Python): had it been a gap before a torch-level op, every
+    # later op's gap would give up nothing
     monkeypatch.setattr("torchgraphrec.capture.fastpath.dispatch_mode_cost", lambda: 0)
     model = _AttentionThenStep().eval()
     with torch.no_grad():
@@ -132,4 +133,5 @@ def test_where_nothing_is_calibrated_the_clock_lets_no_gap_give_anything_up() ->
     with Passing():
         clock = Capture(nn.Linear(2, 2)).state.clock
     assert clock.costs == calibrate.NO_COSTS
-    assert (clock.cap, clock.before_call, clock.before_op, clock.before_end) == (0, 0, 0, 0)
+    assert (clock.cap, clock.before_call, clock.before_op, clock.before_aten,
+            clock.before_end) == (0, 0, 0, 0, 0)

@@ -33,11 +33,11 @@ class Clock:
     In place, between a model's ops, that dispatch costs several times what it costs in a
     loop (the recorder's own work leaves the caches cold), and the rest is left in the gaps
     between the boundaries the hooks and handler observe: a call's start, an op's start (an
-    ATen op's, inside a fast path, apart), a call's end. Each gap gives up the least gap
-    seen so far before the same kind of boundary in the recording (:attr:`before_call`,
-    :attr:`before_op`, :attr:`before_aten`, :attr:`before_end`): at most the dispatch of the
-    cheapest such gap and the least Python of the model's own any of them ran; the others
-    keep what they held beyond it. The leasts start at :attr:`cap`, the most a gap gives up
+    ATen op's, in a fast-path module's call, apart), a call's end. Each gap gives up the
+    whole of the least gap seen so far before the same kind of boundary in the recording
+    (:attr:`before_call`, :attr:`before_op`, :attr:`before_aten`, :attr:`before_end`): that
+    gap's dispatch and whatever Python of the model's own it held; the other gaps keep what
+    they hold beyond it. The leasts start at :attr:`cap`, the most a gap gives up
     (where every gap of a kind runs Python of the model's own, it loses no more than that),
     so that the first gaps of a kind give up more than later ones would; a gap never gives
     up more than itself, so that times keep their order, and one the calibrated costs

@@ -108,8 +108,10 @@ class OpRecorder:
         on_failure: called with the recorder's own exception (the forward goes on).
         written_by_schema: where the version of a tensor changed in place is counted only
             after the handler returns (at the ATen level), find it by the op's schema.
-        gap_kind: the clock's least gap before this mode's ops (ATen ops inside a fused
-            fast path follow each other with no Python between: their own kind).
+        gap_kind: the clock's least gap before this mode's ops: ``"before_aten"`` for the
+            ATen ops of a fast-path module's call, which a fused kernel or a decomposition
+            issues back to back, with next to no gap, and which would otherwise leave the
+            torch-level ops' least gap near 0.
 
     The handler runs between the model's ops, whose compute leaves the caches cold: it is
     one function with the common cases inline, since there every extra call and object
@@ -134,6 +136,7 @@ class OpRecorder:
         self._guard: Any = None  # hides the handler's own reads from the modes below
         self._written_by_schema = written_by_schema
         self._gap_kind = gap_kind
+        self._aten = gap_kind == "before_aten"  # read per op: a test costs less than getattr
 
     def record(self, func: Any, types: Any, args: tuple = (),
                kwargs: dict | None = None) -> Any:
@@ -180,7 +183,7 @@ class OpRecorder:
         called = _now()
         # the gap since the last time handed out gives up the least before an op of this
         # mode's level so far (see Clock); what runs inside the call starts after t0
-        given_up = getattr(clock, self._gap_kind)
+        given_up = clock.before_aten if self._aten else clock.before_op
         t0 = entered - clock.spent - half - given_up
         if t0 < clock.last:  # a least this gap is below, or a calibrated cost it overshot
             given_up = clock.least_gap(self._gap_kind, t0 + given_up)
