@@ -1,4 +1,4 @@
-"""The recording's clock: what each gap between observed boundaries gives up, on a clock the test drives."""
+"""The recording's clock: what each gap between boundaries gives up, on a clock the test drives."""
 
 from __future__ import annotations
 

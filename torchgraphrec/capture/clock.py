@@ -37,11 +37,11 @@ class Clock:
     whole of the least gap seen so far before the same kind of boundary in the recording
     (:attr:`before_call`, :attr:`before_op`, :attr:`before_aten`, :attr:`before_end`): that
     gap's dispatch and whatever Python of the model's own it held; the other gaps keep what
-    they hold beyond it. The leasts start at :attr:`cap`, the most a gap gives up
-    (where every gap of a kind runs Python of the model's own, it loses no more than that),
-    so that the first gaps of a kind give up more than later ones would; a gap never gives
-    up more than itself, so that times keep their order, and one the calibrated costs
-    already overshot gives up nothing, nor, from then on, does any gap of its kind.
+    they hold beyond it. The leasts start at :attr:`cap`, the most a gap gives up (where
+    every gap of a kind runs Python of the model's own, it loses no more than that), so
+    that the first gaps of a kind give up more than later ones would; a gap never gives up
+    more than itself, so that times keep their order, and one the calibrated costs already
+    overshot gives up nothing, nor, from then on, does any gap of its kind.
 
     The hot paths read :attr:`spent`, :attr:`last` and the least gaps and update them inline
     (a method call there costs more than the arithmetic); the methods are for everything
