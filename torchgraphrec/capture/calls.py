@@ -17,7 +17,6 @@ from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION
-from torchgraphrec.capture.values import version_of as _version
 
 __all__ = ["CallTracker"]
 
@@ -182,8 +181,13 @@ class CallTracker:
             x = args[0]
             entry = state.values.current.get(id(x))
             ref = entry[ENTRY_REF] if entry is not None and entry[ENTRY_TENSOR]() is x else None
-            if type(ref) is int and ref < 0 and entry[ENTRY_VERSION] == _version(x):
-                return [ref]  # a tensor node already: the usual case
+            if type(ref) is int and ref < 0:
+                try:  # version_of, inline: this runs for nearly every call
+                    version = x._version
+                except RuntimeError:
+                    version = -1
+                if entry[ENTRY_VERSION] == version:
+                    return [ref]  # a tensor node already: the usual case
             return [state.boundary(x, t, parent, self.boundary_role)]
         return [state.boundary(x, t, parent, self.boundary_role)
                 for x in flatten_tensors((args, kwargs))]

@@ -28,6 +28,10 @@ _now = time.perf_counter_ns
 _ref = weakref.ref
 _autograd_number: Callable[[], int] = autograd_sequence_number
 _version_of = operator.attrgetter("_version")
+#: the keyword arguments of a call given none: one dict for all, never written to
+_NO_KWARGS: dict = {}
+#: an op's arguments, each a tensor, as its record keeps them: one tuple per count
+_ALL_TENSORS = tuple((TENSOR,) * count for count in range(8))
 
 
 def _scan(values: Any, inputs: list, plain: list) -> None:
@@ -144,7 +148,7 @@ class OpRecorder:
         ``__torch_dispatch__``)."""
         entered = _now()
         if kwargs is None:
-            kwargs = {}
+            kwargs = _NO_KWARGS
         clock = self._clock
         known = self._known.get(func)
         if known is None:
@@ -162,13 +166,16 @@ class OpRecorder:
                 inputs: list = []
                 plain: Any = []
                 _scan(args, inputs, plain)
+                plain = tuple(plain)
                 break
-        else:  # the usual op: tensors only
-            inputs, plain = list(args), (TENSOR,) * len(args)
+        else:  # the usual op: tensors only, kept as given (a list only where kwargs add)
+            inputs = args
+            plain = _ALL_TENSORS[len(args)] if len(args) < 8 else (TENSOR,) * len(args)
         plain_kwargs = kwargs  # a new dict per call: kept as it is where it holds no tensor
         for value in kwargs.values():
             if isinstance(value, _Tensor) or type(value) in _SEQUENCES:
                 values: list = []
+                inputs = list(inputs)
                 _scan(kwargs.values(), inputs, values)
                 plain_kwargs = dict(zip(kwargs, values))
                 break
@@ -254,14 +261,16 @@ class OpRecorder:
                 for tensor, version in changed:
                     self.state.values.changed(tensor, version, index)
             for tensor in results:
-                entry = current.get(id(tensor))
-                if entry is None or entry[ENTRY_REF] != index or \
-                        entry[ENTRY_TENSOR]() is not tensor:
-                    try:
-                        version = tensor._version
-                    except RuntimeError:
-                        version = -1
-                    current[id(tensor)] = (_ref(tensor), version, index, None)
+                if changed is not None:  # a result may be an argument it wrote, noted so
+                    entry = current.get(id(tensor))
+                    if entry is not None and entry[ENTRY_REF] == index and \
+                            entry[ENTRY_TENSOR]() is tensor:
+                        continue
+                try:
+                    version = tensor._version
+                except RuntimeError:
+                    version = -1
+                current[id(tensor)] = (_ref(tensor), version, index, None)
             chains = self._chains  # see ChainGuard: its first test inline (it nearly always holds)
             if made:
                 readable = number + made <= chains.admitted_below or \
@@ -276,7 +285,7 @@ class OpRecorder:
             seq = events.seq + 1
             events.seq = seq + len(refs)
             # the one place a RawOp is built: its fields in their order (events.OP_*)
-            ops.append((name, call, seq, t0, t1, refs, tuple(plain), plain_kwargs, shape,
+            ops.append((name, call, seq, t0, t1, refs, plain, plain_kwargs, shape,
                         first.dtype, None if grad_fn is None else type(grad_fn).__name__, number,
                         t0 if seq_before == seq - 1 else t1, func))
             return out
