@@ -9,7 +9,7 @@ from operator import is_not
 from typing import Any, ClassVar
 
 from torchgraphrec.capture.events import Attrs, Events, Ref
-from torchgraphrec.capture.opnames import TENSOR, op_args_text
+from torchgraphrec.capture.opnames import ALL_TENSORS, TENSOR, op_args_text
 from torchgraphrec.capture.tables import ModuleTable
 
 __all__ = ["Describer", "Namer"]
@@ -173,6 +173,7 @@ class Namer:
         events, ids, tensor_ids = self.events, self.op_ids, self.tensor_ids
         calls, t0, edges, nodes = events.calls, events.t0, events.edges, events.nodes
         shapes, describe, type_names = Describer._shapes, self.describe, Describer._names
+        all_tensors = ALL_TENSORS
         first = len(ids)
         for index in range(first, len(events.ops)):
             # unpacked in RawOp's order (events.OP_*), as the tensors above
@@ -184,9 +185,11 @@ class Namer:
             attrs = {
                 "kind": "op", "label": name, "parent": owner.node_id, "depth": owner.depth + 1,
                 "seq": seq, "name": name, "grad_fn": grad_fn,
-                # by identity: an argument's own == may not give a bool (a NumPy array's)
+                # by identity: an argument's own == may not give a bool (a NumPy array's);
+                # the usual op's arguments are a shared tuple of tensors only
                 "args": op_args_text(name, func, args, kwargs)
-                if kwargs or any(map(is_not, args, repeat(TENSOR))) else "",
+                if kwargs or (args is not all_tensors[len(args)] if len(args) < 8
+                              else any(map(is_not, args, repeat(TENSOR)))) else "",
                 "t_start_ns": t_start - t0, "t_end_ns": t_end - t0,
                 "shape": (shapes.get(shape) or describe.shape_and_label(shape))[0],
                 "dtype": type_names.get(dtype) or describe.name(dtype),

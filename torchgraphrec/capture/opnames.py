@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["MAX_ARGS_TEXT", "TENSOR", "args_text", "given_kwargs", "mutates_by_name",
-           "op_args_text", "op_name_of"]
+__all__ = ["ALL_TENSORS", "MAX_ARGS_TEXT", "TENSOR", "args_text", "given_kwargs",
+           "mutates_by_name", "op_args_text", "op_name_of"]
 
 MAX_ARGS_TEXT = 60
 
@@ -99,6 +99,10 @@ class _TensorMark:
 
 #: What an op record keeps where a tensor argument was.
 TENSOR = _TensorMark()
+
+#: The arguments an op record keeps where each was a tensor, by their count (up to 7): the
+#: records share these tuples, and an op given one has no argument text
+ALL_TENSORS = tuple((TENSOR,) * count for count in range(8))
 
 
 #: Types whose text is their ``repr`` (floats: the shortest text that reads back the same).

@@ -16,7 +16,7 @@ from torchgraphrec._torch import DisableTorchFunction, autograd_sequence_number,
 from torchgraphrec.capture.calibrate import DispatchCosts
 from torchgraphrec.capture.clock import GapKind
 from torchgraphrec.capture.collectives import collective_call
-from torchgraphrec.capture.opnames import TENSOR, mutates_by_name, op_name_of
+from torchgraphrec.capture.opnames import ALL_TENSORS, TENSOR, mutates_by_name, op_name_of
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, version_of
 
@@ -30,8 +30,6 @@ _autograd_number: Callable[[], int] = autograd_sequence_number
 _version_of = operator.attrgetter("_version")
 #: the keyword arguments of a call given none: one dict for all, never written to
 _NO_KWARGS: dict = {}
-#: an op's arguments, each a tensor, as its record keeps them: one tuple per count
-_ALL_TENSORS = tuple((TENSOR,) * count for count in range(8))
 
 
 def _scan(values: Any, inputs: list, plain: list) -> None:
@@ -170,7 +168,7 @@ class OpRecorder:
                 break
         else:  # the usual op: tensors only, kept as given (a list only where kwargs add)
             inputs = args
-            plain = _ALL_TENSORS[len(args)] if len(args) < 8 else (TENSOR,) * len(args)
+            plain = ALL_TENSORS[len(args)] if len(args) < 8 else (TENSOR,) * len(args)
         plain_kwargs = kwargs  # a new dict per call: kept as it is where it holds no tensor
         for value in kwargs.values():
             if isinstance(value, _Tensor) or type(value) in _SEQUENCES:
