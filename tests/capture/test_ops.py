@@ -116,6 +116,32 @@ def test_equal_arguments_written_differently_keep_their_own_text() -> None:
             "negative_slope=1.0", ""]
 
 
+
+def test_tensor_only_arguments_read_as_no_text_however_many_and_leave_nothing_shared() -> None:
+    from torchgraphrec.capture import ops as op_handler
+
+    class Arguments(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight, self.bias = nn.Parameter(torch.randn(3, 3)), nn.Parameter(torch.zeros(3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x + x  # tensors only: the records share one tuple per count
+            z = torch.block_diag(*[y] * 9)  # nine tensors: past the shared tuples
+            by_keyword = F.linear(y, self.weight, bias=self.bias)  # a tensor by keyword
+            return z.sum(dim=0)[:3] + torch.cat([y, y]).view(-1)[:3] + by_keyword.sum()
+
+    for _ in range(2):
+        graph = tgr.record(Arguments(), torch.randn(3, 3)).graph
+        ops = sorted(nodes_of(graph, "op").values(), key=lambda a: a["seq"])
+        assert [(a["name"], a["args"]) for a in ops] == [
+            ("add", ""), ("block_diag", ""), ("linear", ""), ("sum", "dim=0"), ("getitem", "[:3]"),
+            ("cat", ""), ("view", "-1"), ("getitem", "[:3]"), ("add", ""), ("sum", ""), ("add", "")]
+        by_keyword = next(n for n, a in nodes_of(graph, "op").items() if a["name"] == "linear")
+        assert {"param:weight", "param:bias"} <= set(graph.predecessors(by_keyword))
+    # the keyword arguments of the calls given none are one dict, which nothing wrote to
+    assert op_handler._NO_KWARGS == {}
+
 def test_edges_follow_every_tensor_argument_and_in_place_makes_a_version() -> None:
     class Inputs(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
