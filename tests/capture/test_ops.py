@@ -116,9 +116,8 @@ def test_equal_arguments_written_differently_keep_their_own_text() -> None:
             "negative_slope=1.0", ""]
 
 
-
 def test_tensor_only_arguments_read_as_no_text_however_many_and_leave_nothing_shared() -> None:
-    from torchgraphrec.capture import ops as op_handler
+    from torchgraphrec.capture.opnames import NO_KWARGS
 
     class Arguments(nn.Module):
         def __init__(self) -> None:
@@ -140,7 +139,8 @@ def test_tensor_only_arguments_read_as_no_text_however_many_and_leave_nothing_sh
         by_keyword = next(n for n, a in nodes_of(graph, "op").items() if a["name"] == "linear")
         assert {"param:weight", "param:bias"} <= set(graph.predecessors(by_keyword))
     # the keyword arguments of the calls given none are one dict, which nothing wrote to
-    assert op_handler._NO_KWARGS == {}
+    assert NO_KWARGS == {}
+
 
 def test_edges_follow_every_tensor_argument_and_in_place_makes_a_version() -> None:
     class Inputs(nn.Module):

@@ -82,8 +82,10 @@ RawTensor = tuple[int, int, Any, Any, Any, bool, int, int, int, Any, int]
 #: are the producers of its tensor arguments, in order; its in-edges take the sequence
 #: numbers right after its own, at ``t_edges``. ``grad_fn`` is the class name of
 #: autograd's node for its first result (or ``None``); ``number`` was autograd's next
-#: sequence number when it started. Built in the op handler alone
-#: (:meth:`~torchgraphrec.capture.ops.OpRecorder.record`), in this order.
+#: sequence number when it started. ``args`` and ``kwargs`` may be tuples and a dict that many
+#: records share (``opnames.ALL_TENSORS``, ``opnames.NO_KWARGS``): never written to. Built by
+#: the op handler (:meth:`~torchgraphrec.capture.ops.OpRecorder.record`) and, for the op it
+#: puts in, :class:`~torchgraphrec.capture.shardlinks.ShardLinks`, in this order.
 RawOp = tuple[str, int, int, int, int, list, tuple, Any, Any, Any, Any, int, int, Any]
 (OP_NAME, OP_CALL, OP_SEQ, OP_T_START, OP_T_END, OP_REFS, OP_ARGS, OP_KWARGS, OP_SHAPE,
  OP_DTYPE, OP_GRAD_FN, OP_NUMBER, OP_T_EDGES, OP_FUNC) = range(14)

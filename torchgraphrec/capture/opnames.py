@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ALL_TENSORS", "MAX_ARGS_TEXT", "TENSOR", "args_text", "given_kwargs",
+__all__ = ["ALL_TENSORS", "MAX_ARGS_TEXT", "NO_KWARGS", "TENSOR", "args_text", "given_kwargs",
            "mutates_by_name", "op_args_text", "op_name_of"]
 
 MAX_ARGS_TEXT = 60
@@ -103,6 +103,10 @@ TENSOR = _TensorMark()
 #: The arguments an op record keeps where each was a tensor, by their count (up to 7): the
 #: records share these tuples, and an op given one has no argument text
 ALL_TENSORS = tuple((TENSOR,) * count for count in range(8))
+
+#: The keyword arguments of an op given none: one dict that every such record shares, and
+#: that nothing may write to
+NO_KWARGS: dict = {}
 
 
 #: Types whose text is their ``repr`` (floats: the shortest text that reads back the same).

@@ -6,7 +6,7 @@ import operator
 import time
 import types
 import weakref
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -16,7 +16,8 @@ from torchgraphrec._torch import DisableTorchFunction, autograd_sequence_number,
 from torchgraphrec.capture.calibrate import DispatchCosts
 from torchgraphrec.capture.clock import GapKind
 from torchgraphrec.capture.collectives import collective_call
-from torchgraphrec.capture.opnames import ALL_TENSORS, TENSOR, mutates_by_name, op_name_of
+from torchgraphrec.capture.opnames import ALL_TENSORS, NO_KWARGS, TENSOR, mutates_by_name, \
+    op_name_of
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, version_of
 
@@ -28,8 +29,6 @@ _now = time.perf_counter_ns
 _ref = weakref.ref
 _autograd_number: Callable[[], int] = autograd_sequence_number
 _version_of = operator.attrgetter("_version")
-#: the keyword arguments of a call given none: one dict for all, never written to
-_NO_KWARGS: dict = {}
 
 
 def _scan(values: Any, inputs: list, plain: list) -> None:
@@ -146,7 +145,7 @@ class OpRecorder:
         ``__torch_dispatch__``)."""
         entered = _now()
         if kwargs is None:
-            kwargs = _NO_KWARGS
+            kwargs = NO_KWARGS
         clock = self._clock
         known = self._known.get(func)
         if known is None:
@@ -161,20 +160,22 @@ class OpRecorder:
         number = _autograd_number()
         for value in args:
             if not isinstance(value, _Tensor):
-                inputs: list = []
+                scanned: list = []
                 plain: Any = []
-                _scan(args, inputs, plain)
+                _scan(args, scanned, plain)
+                inputs: Sequence = scanned
                 plain = tuple(plain)
                 break
         else:  # the usual op: tensors only, kept as given (a list only where kwargs add)
             inputs = args
             plain = ALL_TENSORS[len(args)] if len(args) < 8 else (TENSOR,) * len(args)
-        plain_kwargs = kwargs  # a new dict per call: kept as it is where it holds no tensor
+        plain_kwargs = kwargs  # torch's dict or NO_KWARGS: kept as it is where it holds no tensor
         for value in kwargs.values():
             if isinstance(value, _Tensor) or type(value) in _SEQUENCES:
                 values: list = []
-                inputs = list(inputs)
-                _scan(kwargs.values(), inputs, values)
+                scanned = list(inputs)
+                _scan(kwargs.values(), scanned, values)
+                inputs = scanned
                 plain_kwargs = dict(zip(kwargs, values))
                 break
         try:
@@ -214,7 +215,7 @@ class OpRecorder:
                  if version != old]
             if changed is None and self._written_by_schema:
                 changed = written_by_schema(func, args, kwargs)
-            elif changed is None and versions and versions[0] < 0:  # inference tensors: by name
+            elif changed is None and -1 in versions:  # an inference tensor: by the op's name
                 target = mutates_by_name(name, args, kwargs)
                 changed = [(target, -1)] if target is not None else None
             if isinstance(out, _Tensor):

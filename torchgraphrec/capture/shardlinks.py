@@ -8,7 +8,7 @@ import torch
 
 from torchgraphrec._torch import autograd_sequence_number, dtensor_local, dtensor_type
 from torchgraphrec.capture.events import OP_NUMBER
-from torchgraphrec.capture.opnames import TENSOR
+from torchgraphrec.capture.opnames import ALL_TENSORS, NO_KWARGS
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR
 
 __all__ = ["ShardLinks", "has_dtensors", "move_pending"]
@@ -105,7 +105,7 @@ class ShardLinks:
         self.on_insert(index)
         # laid out as the op mode's records (events.RawOp): no grad_fn of its own, since
         # autograd's node for to_local is the one its view_as makes
-        events.ops.append((name, call, seq, t, t, [ref], (TENSOR,), {}, tensor.shape,
+        events.ops.append((name, call, seq, t, t, [ref], ALL_TENSORS[1], NO_KWARGS, tensor.shape,
                            tensor.dtype, None, autograd_sequence_number(), t, None))
         self.inserted.append(index)
         self.state.values.set(tensor, version, index, None)
