@@ -9,7 +9,7 @@ from operator import is_not
 from typing import Any, ClassVar
 
 from torchgraphrec.capture.events import Attrs, Events, Ref
-from torchgraphrec.capture.opnames import ALL_TENSORS, TENSOR, op_args_text
+from torchgraphrec.capture.opnames import ALL_TENSORS, SHARED_COUNTS, TENSOR, op_args_text
 from torchgraphrec.capture.tables import ModuleTable
 
 __all__ = ["Describer", "Namer"]
@@ -188,7 +188,7 @@ class Namer:
                 # by identity: an argument's own == may not give a bool (a NumPy array's);
                 # the usual op's arguments are a shared tuple of tensors only
                 "args": op_args_text(name, func, args, kwargs)
-                if kwargs or (args is not all_tensors[len(args)] if len(args) < 8
+                if kwargs or (args is not all_tensors[len(args)] if len(args) < SHARED_COUNTS
                               else any(map(is_not, args, repeat(TENSOR)))) else "",
                 "t_start_ns": t_start - t0, "t_end_ns": t_end - t0,
                 "shape": (shapes.get(shape) or describe.shape_and_label(shape))[0],

@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["ALL_TENSORS", "MAX_ARGS_TEXT", "NO_KWARGS", "TENSOR", "args_text", "given_kwargs",
-           "mutates_by_name", "op_args_text", "op_name_of"]
+__all__ = ["ALL_TENSORS", "MAX_ARGS_TEXT", "NO_KWARGS", "SHARED_COUNTS", "TENSOR", "args_text",
+           "given_kwargs", "mutates_by_name", "op_args_text", "op_name_of"]
 
 MAX_ARGS_TEXT = 60
 
@@ -100,9 +100,13 @@ class _TensorMark:
 #: What an op record keeps where a tensor argument was.
 TENSOR = _TensorMark()
 
-#: The arguments an op record keeps where each was a tensor, by their count (up to 7): the
-#: records share these tuples, and an op given one has no argument text
-ALL_TENSORS = tuple((TENSOR,) * count for count in range(8))
+#: How many tensor arguments :data:`ALL_TENSORS` has a shared tuple for: fewer than this.
+SHARED_COUNTS = 8
+
+#: The arguments an op record keeps where each was a tensor, by their count (below
+#: :data:`SHARED_COUNTS`): the records share these tuples, and an op given one has no
+#: argument text
+ALL_TENSORS = tuple((TENSOR,) * count for count in range(SHARED_COUNTS))
 
 #: The keyword arguments of an op given none: one dict that every such record shares, and
 #: that nothing may write to

@@ -16,8 +16,8 @@ from torchgraphrec._torch import DisableTorchFunction, autograd_sequence_number,
 from torchgraphrec.capture.calibrate import DispatchCosts
 from torchgraphrec.capture.clock import GapKind
 from torchgraphrec.capture.collectives import collective_call
-from torchgraphrec.capture.opnames import ALL_TENSORS, NO_KWARGS, TENSOR, mutates_by_name, \
-    op_name_of
+from torchgraphrec.capture.opnames import ALL_TENSORS, NO_KWARGS, SHARED_COUNTS, TENSOR, \
+    mutates_by_name, op_name_of
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, version_of
 
@@ -168,7 +168,7 @@ class OpRecorder:
                 break
         else:  # the usual op: tensors only, kept as given (a list only where kwargs add)
             inputs = args
-            plain = ALL_TENSORS[len(args)] if len(args) < 8 else (TENSOR,) * len(args)
+            plain = ALL_TENSORS[len(args)] if len(args) < SHARED_COUNTS else (TENSOR,) * len(args)
         plain_kwargs = kwargs  # torch's dict or NO_KWARGS: kept as it is where it holds no tensor
         for value in kwargs.values():
             if isinstance(value, _Tensor) or type(value) in _SEQUENCES:
@@ -283,7 +283,7 @@ class OpRecorder:
                 shape = read_shape(first)
             seq = events.seq + 1
             events.seq = seq + len(refs)
-            # the one place a RawOp is built: its fields in their order (events.OP_*)
+            # a RawOp: its fields in their order (events.OP_*)
             ops.append((name, call, seq, t0, t1, refs, plain, plain_kwargs, shape,
                         first.dtype, None if grad_fn is None else type(grad_fn).__name__, number,
                         t0 if seq_before == seq - 1 else t1, func))
