@@ -541,3 +541,59 @@ def test_node_scoped_dispatch_modes_is_checked_unseen_by_a_users_modes() -> None
     with Seeing(), _Seeing() as dispatched:
         _torch.node_scoped_dispatch_modes()
     assert seen == [] and dispatched.seen == []
+
+
+def test_global_module_hooks_counts_every_kind_of_global_call_hook() -> None:
+    before = _torch.global_module_hooks()
+    handles = [torch.nn.modules.module.register_module_forward_pre_hook(lambda m, a: None),
+               torch.nn.modules.module.register_module_forward_hook(lambda m, a, o: None),
+               torch.nn.modules.module.register_module_full_backward_hook(
+                   lambda m, gi, go: None)]
+    try:
+        assert _torch.global_module_hooks() == before + 3
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert _torch.global_module_hooks() == before
+
+
+def test_global_module_hooks_aside_hides_them_and_puts_them_back_in_order() -> None:
+    seen: list[str] = []
+    handles = [torch.nn.modules.module.register_module_forward_pre_hook(
+        lambda m, a, name=name: seen.append(name)) for name in ("first", "second")]
+    try:
+        with _torch.global_module_hooks_aside():
+            nn.Identity()(torch.zeros(1))
+            assert seen == [] and _torch.global_module_hooks() == 0
+            inside = torch.nn.modules.module.register_module_forward_pre_hook(
+                lambda m, a: seen.append("inside"))
+        nn.Identity()(torch.zeros(1))
+        assert seen == ["first", "second", "inside"]
+        inside.remove()
+    finally:
+        for handle in handles:
+            handle.remove()
+    seen.clear()
+    nn.Identity()(torch.zeros(1))
+    assert seen == []
+
+
+def test_global_module_hooks_aside_puts_them_back_when_the_block_raises() -> None:
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda m, a: None)
+    before = _torch.global_module_hooks()
+    try:
+        with pytest.raises(KeyError, match="inside"), _torch.global_module_hooks_aside():
+            raise KeyError("inside")
+        assert _torch.global_module_hooks() == before
+    finally:
+        handle.remove()
+
+
+def test_storage_weak_ref_expires_with_its_storage() -> None:
+    tensor = torch.zeros(3)
+    ref = _torch.storage_weak_ref(tensor.untyped_storage())
+    view = tensor[1:]
+    del tensor
+    assert not ref.expired()  # the view holds the storage
+    del view
+    assert ref.expired()

@@ -169,6 +169,8 @@ class Recorder:
             if self._engine is not None:
                 self._engine.detach()
         self._recording = None
+        if exc is not None and hasattr(exc, "add_note"):
+            self._explain(exc)
         if self.save_dir is not None:
             self._save_on_exit(exc is None)
         failure = capture.failure or (self._engine.failure if self._engine else None)
@@ -176,6 +178,19 @@ class Recorder:
             raise failure
         if failure is not None and exc is None:
             raise CaptureError(f"the recorder failed: {failure!r}") from failure
+
+    def _explain(self, exc: BaseException) -> None:
+        """Add a note to the user's exception where the recorder's own mechanism is what
+        their forward refused."""
+        if self.memory and isinstance(exc, RuntimeError) and "saved tensor hooks" in str(exc):
+            exc.add_note("torchgraphrec: memory=True counts saved bytes with saved-tensor "
+                         "hooks, which this forward refuses (torch.func's grad, vjp, jacrev "
+                         "and hessian do); record it without memory=True")
+        elif type(exc).__module__.startswith("torch._dynamo"):
+            exc.add_note("torchgraphrec: code this forward compiles whole (torch.cond's "
+                         "branches, torch.compile(fullgraph=True)) cannot trace the "
+                         "recorder's hooks, so it cannot be recorded; record the modules "
+                         "it calls on their own")
 
     def _save_on_exit(self, raise_errors: bool) -> None:
         try:

@@ -23,6 +23,7 @@ import torchgraphrec as tgr
 from helpers import fresh, nodes_of, run_plain
 from torchgraphrec.capture.flops.formulas import EXTRA_FORMULAS
 from models import ZOO
+from torchgraphrec import _torch as torch_names
 from torchgraphrec.recording import backward_loss
 
 
@@ -516,3 +517,59 @@ def test_a_users_dispatch_mode_left_entered_by_a_raising_forward_stays_entered()
     assert _get_current_dispatch_mode_stack() == [mode]
     mode.__exit__(None, None, None)
     assert not _get_current_dispatch_mode_stack()
+
+
+def _saved_by_op(graph) -> dict[str, int]:
+    return {node: attrs["saved_bytes"] for node, attrs in graph.nodes(data=True)
+            if attrs["kind"] == "op" and attrs.get("saved_bytes")}
+
+
+@pytest.mark.skipif(not torch_names.SAVED_TENSOR_HOOKS_READABLE,
+                    reason="this torch cannot tell which saved-tensor hooks are active")
+@pytest.mark.parametrize("pack", ["keep", "compress", "clone"])
+def test_saved_bytes_under_a_users_pack_hook_that_lets_the_tensor_go_are_all_counted(
+        pack: str) -> None:
+    # a pack hook that keeps no reference frees what it was given: the next op's result may
+    # get the same address, and must still be counted as the storage it is
+    def model() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8), nn.Sigmoid(),
+                             nn.Linear(8, 2))
+
+    x = torch.randn(3, 4)
+    packs = {"keep": (lambda t: t, lambda t: t),
+             "compress": (lambda t: t.to(torch.bfloat16), lambda t: t.float()),
+             "clone": (lambda t: t.clone(), lambda t: t)}[pack]
+    expected = _saved_by_op(tgr.record(model(), x, memory=True).graph)
+    assert expected == {"op:tanh#1": 8 * 3 * 4, "op:sigmoid#3": 8 * 3 * 4}
+    with torch.autograd.graph.saved_tensors_hooks(*packs):
+        assert _saved_by_op(tgr.record(model(), x, memory=True).graph) == expected
+
+
+def test_memory_true_under_torch_func_says_what_to_do_instead() -> None:
+    class UsesFuncGrad(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(3, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            slope = torch.func.grad(lambda v: self.fc(v).sum())(x)
+            return self.fc(x).sum() + slope.sum()
+
+    model, x = UsesFuncGrad(), torch.randn(2, 3)
+    assert torch.equal(tgr.record(model, x).output, model(x))  # without memory: records
+    with pytest.raises(RuntimeError, match="saved tensor hooks") as raised:
+        tgr.record(model, x, memory=True)
+    assert any("record it without memory=True" in note for note in raised.value.__notes__)
+    assert _torch_state_is_clean(model)
+
+
+def _torch_state_is_clean(model: nn.Module) -> bool:
+    from torch.nn.modules import module as torch_module
+
+    return (torch_names.function_mode_depth() == 0 and torch_names.dispatch_mode_depth() == 0
+            and (not torch_names.SAVED_TENSOR_HOOKS_READABLE
+                 or torch_names.top_saved_tensor_hooks() is None)
+            and not torch_module._global_forward_hooks
+            and not torch_module._global_forward_pre_hooks
+            and not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()))

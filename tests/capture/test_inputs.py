@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -303,3 +304,90 @@ def test_modules_and_parameters_built_in_the_first_forward_are_recorded() -> Non
     layers = nodes_of(recording.graph, "layer")
     assert layers["layer:layers.0#0"]["num_params"] == 5 * 4 + 4
     assert torch.equal(recording.output, model(x))
+
+
+class ZeroesARowUnderNoGrad(nn.Module):
+    """Writes a view under ``no_grad``, as ``nn.Embedding`` does with its padding row, and
+    returns such a view: reading its ``grad_fn`` raises in plain PyTorch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            self.fc.weight[0].zero_()
+        y = self.fc(x)
+        with torch.no_grad():
+            first = y[0]
+            first.zero_()
+        return y.sum(1), first
+
+
+@pytest.mark.parametrize("ops", ["torch", "autograd", None])
+def test_views_written_under_no_grad_are_recorded(ops: str | None) -> None:
+    torch.manual_seed(0)
+    model, x = ZeroesARowUnderNoGrad(), torch.randn(2, 4)
+    expected = ZeroesARowUnderNoGrad()
+    expected.load_state_dict(model.state_dict())
+    recording = tgr.record(model, x, ops=ops)
+    tgr.validate(recording.graph)
+    assert all(torch.equal(a, b) for a, b in zip(recording.output, expected(x)))
+    if ops == "torch":
+        ops_seen = [attrs["name"] for attrs in nodes_of(recording.graph, "op").values()]
+        assert ops_seen.count("zero_") == 2 and "linear" in ops_seen
+
+
+def _jagged(*lengths: int) -> torch.Tensor:
+    with warnings.catch_warnings():  # "nested tensors are a prototype"
+        warnings.simplefilter("ignore")
+        return torch.nested.nested_tensor([torch.randn(n, 4) for n in lengths],
+                                          layout=torch.jagged)
+
+
+@pytest.mark.parametrize("ops", ["torch", "autograd", None])
+@pytest.mark.parametrize("grad", [False, True])
+def test_jagged_nested_tensors_are_recorded_with_their_regular_dimensions(
+        ops: str | None, grad: bool) -> None:
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(4, 4), nn.ReLU()), _jagged(2, 3)
+    with torch.set_grad_enabled(grad), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        recording = tgr.record(model, x, ops=ops)
+        plain = model(x)
+    graph = recording.graph
+    tgr.validate(graph)
+    assert torch.equal(recording.output.values(), plain.values())
+    tensors = nodes_of(graph, "tensor")
+    assert len(tensors) == 3  # the input, the Linear's output, the ReLU's
+    for attrs in tensors.values():
+        # the batch is regular, the sequence ragged: only the batch is a number
+        assert attrs["shape"] == (2,) and attrs["nested"] and "bytes" not in attrs
+    if ops == "torch":
+        assert [attrs["shape"] for attrs in nodes_of(graph, "op").values()] == [(2,), (2,)]
+
+
+class Branches(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda t: self.a(t), lambda t: self.b(t), (x,))
+
+
+@pytest.mark.skipif(not hasattr(torch, "cond"), reason="this torch has no torch.cond")
+@pytest.mark.parametrize("ops", ["torch", None])
+def test_torch_cond_in_an_eager_forward_records_or_says_why_not(ops: str | None) -> None:
+    torch.manual_seed(0)
+    model, x = Branches(), torch.randn(2, 3)
+    with warnings.catch_warnings():  # dynamo's own, on what it cannot trace
+        warnings.simplefilter("ignore")
+        try:
+            recording = tgr.record(model, x, ops=ops)
+        except Exception as raised:  # noqa: BLE001 - whether dynamo can trace depends on the torch
+            notes = getattr(raised, "__notes__", [])
+            assert any("record the modules it calls on their own" in n for n in notes), notes
+        else:
+            assert torch.equal(recording.output, model(x))
+        assert torch.equal(tgr.record(model.a, x).output, model.a(x))

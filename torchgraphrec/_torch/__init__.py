@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
 from types import FrameType
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import torch
 from torch.nn.modules.module import register_module_forward_hook, \
     register_module_forward_pre_hook
+from torch.multiprocessing.reductions import StorageWeakRef as _StorageWeakRef
 from torch.overrides import _get_current_function_mode_stack, _pop_mode, _push_mode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes, \
     _get_current_dispatch_mode_stack
@@ -24,13 +26,15 @@ __all__ = [
     "HigherOrderOperator", "INLINE_ATTRIBUTES", "SAVED_TENSOR_HOOKS_READABLE", "TensorBase",
     "TorchDispatchMode", "aten_overloads", "aten_packets", "autograd_sequence_number",
     "call_kwargs", "call_kwargs_readable", "call_raised", "current_frame",
-    "give_call_kwargs", "global_pre_hook_takes_kwargs_by_id", "take_call_kwargs",
+    "give_call_kwargs", "global_module_hooks", "global_module_hooks_aside",
+    "global_pre_hook_takes_kwargs_by_id", "take_call_kwargs",
     "disable_dispatch_modes", "dispatch_mode_at", "dispatch_mode_depth", "dispatch_modes",
     "exclude_python_dispatch", "function_mode_depth", "function_modes",
     "functorch_transforms_active", "graph_task_id", "has_composite_implicit_kernel",
     "nested_sizes", "node_scoped_dispatch_modes", "pop_dispatch_mode", "pop_function_mode",
     "pop_saved_tensor_hooks", "push_dispatch_mode", "push_function_mode",
     "push_saved_tensor_hooks", "queue_backward_callback", "saved_tensor_hooks_enabled",
+    "storage_weak_ref",
     "top_saved_tensor_hooks", "torch_function_all_disabled",
 ]
 __all__ += ["C10D_DISPATCHES_TORCH_FUNCTION", "dtensor_local", "dtensor_type",
@@ -100,6 +104,21 @@ def top_saved_tensor_hooks() -> Optional[tuple[Callable, Callable]]:
         raise RuntimeError("this torch cannot read the active saved-tensor hooks "
                            "(torch._C._autograd._top_saved_tensors_default_hooks is missing)")
     return _top_hooks(False)
+
+
+def storage_weak_ref(storage: Any) -> Any:
+    """A weak reference to an ``UntypedStorage`` whose ``expired()`` says whether it is gone
+    (another storage may then have its address, ``_cdata``).
+
+    >>> storage = torch.zeros(2).untyped_storage()
+    >>> ref = storage_weak_ref(storage)
+    >>> ref.expired()
+    False
+    >>> del storage
+    >>> ref.expired()
+    True
+    """
+    return _StorageWeakRef(storage)
 
 
 # -- torch-function modes ------------------------------------------------------------------
@@ -227,6 +246,56 @@ def call_raised(hook_frame: FrameType) -> bool:
     return False
 
 
+#: The module-level dicts of global module hooks that ``Module._call_impl`` runs around
+#: every call, or its backward, of every module (those this torch has).
+_GLOBAL_CALL_HOOKS: tuple[dict, ...] = tuple(
+    getattr(torch.nn.modules.module, name) for name in (
+        "_global_forward_pre_hooks", "_global_forward_hooks", "_global_backward_pre_hooks",
+        "_global_backward_hooks") if hasattr(torch.nn.modules.module, name))
+
+
+def global_module_hooks() -> int:
+    """How many global module hooks (``register_module_forward_pre_hook`` and the like) are
+    registered now: each runs at every module call of the process.
+
+    >>> before = global_module_hooks()
+    >>> handle = register_module_forward_pre_hook(lambda module, args: None)
+    >>> global_module_hooks() - before
+    1
+    >>> handle.remove()
+    """
+    return sum(map(len, _GLOBAL_CALL_HOOKS))
+
+
+@contextlib.contextmanager
+def global_module_hooks_aside() -> Iterator[None]:
+    """The global module hooks registered now set aside for the block, and put back after
+    in their order (any registered meanwhile after them): a feature probe's module call
+    then reaches no hook of the user's, which may not expect a call without tensors. Only
+    for a few microseconds: a module call on another thread meanwhile would miss them too.
+
+    >>> seen = []
+    >>> handle = register_module_forward_pre_hook(lambda module, args: seen.append(module))
+    >>> with global_module_hooks_aside():
+    ...     _ = torch.nn.Identity()(None)
+    >>> _ = torch.nn.Identity()(None)
+    >>> len(seen)
+    1
+    >>> handle.remove()
+    """
+    saved = [(hooks, dict(hooks)) for hooks in _GLOBAL_CALL_HOOKS]
+    for hooks, _ in saved:
+        hooks.clear()
+    try:
+        yield
+    finally:
+        for hooks, entries in saved:
+            added = dict(hooks)
+            hooks.clear()
+            hooks.update(entries)
+            hooks.update(added)
+
+
 @functools.lru_cache(maxsize=None)
 def call_kwargs_readable() -> bool:
     """Whether a global forward pre-hook can read its call's keyword arguments with
@@ -244,11 +313,12 @@ def call_kwargs_readable() -> bool:
         if module is probe:
             found.append(call_kwargs(current_frame()))
 
-    handle = register_module_forward_pre_hook(look)
-    try:
-        probe(input=None)  # no tensor: no mode of the user's sees the probe
-    finally:
-        handle.remove()
+    with global_module_hooks_aside():  # no tensor either: no mode of the user's sees it
+        handle = register_module_forward_pre_hook(look)
+        try:
+            probe(input=None)
+        finally:
+            handle.remove()
     return bool(found) and "input" in found[0]
 
 
@@ -289,14 +359,15 @@ def global_pre_hook_takes_kwargs_by_id() -> bool:
         if module is probe:
             found.append(kwargs)
 
-    handle = register_module_forward_pre_hook(look)
-    try:
-        tables = give_call_kwargs([probe], handle.id)
-        probe(input=None)  # no tensor: no mode of the user's sees the probe
-        take_call_kwargs(tables, handle.id)
-        probe(input=None)
-    finally:
-        handle.remove()
+    with global_module_hooks_aside():  # no tensor either: no mode of the user's sees it
+        handle = register_module_forward_pre_hook(look)
+        try:
+            tables = give_call_kwargs([probe], handle.id)
+            probe(input=None)
+            take_call_kwargs(tables, handle.id)
+            probe(input=None)
+        finally:
+            handle.remove()
     return len(found) == 2 and found[0] == {"input": None} and found[1] is None
 
 

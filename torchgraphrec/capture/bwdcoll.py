@@ -26,6 +26,7 @@ from torchgraphrec.capture.collectives import C10D, FUNCTIONAL, group_attrs, ran
 from torchgraphrec.capture.events import OP_NAME
 from torchgraphrec.capture.fwdcoll import ForwardListening
 from torchgraphrec.capture.structures import flatten_tensors
+from torchgraphrec.capture.values import grad_fn_of
 from torchgraphrec.errors import CaptureError
 
 __all__ = ["BackwardCollectives", "DISPATCHED"]
@@ -247,7 +248,7 @@ class BackwardCollectives:
         for tensor in tensors:
             self._handles.append(tensor.register_hook(functools.partial(self._arrived, index)))
         if self.capture.events.calls[index].parent == -1:
-            self._follow([t.grad_fn for t in tensors])
+            self._follow([grad_fn_of(t) for t in tensors])
 
     def _follow(self, roots: list[Any]) -> None:
         """Pre-hooks on its parameters' accumulators (DDP all-reduces from their post-hooks),

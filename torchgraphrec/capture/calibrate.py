@@ -11,8 +11,9 @@ import torch.nn.functional as F
 from torch.nn.modules import module as torch_module
 from torch.overrides import TorchFunctionMode
 
-from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, TorchDispatchMode, \
-    dispatch_mode_depth, function_mode_depth, graph_task_id, saved_tensor_hooks_enabled
+from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, SAVED_TENSOR_HOOKS_READABLE, \
+    TorchDispatchMode, dispatch_mode_depth, function_mode_depth, global_module_hooks, \
+    graph_task_id, saved_tensor_hooks_enabled, top_saved_tensor_hooks
 
 __all__ = ["DispatchCosts", "NO_COSTS", "dispatch_costs", "dispatch_mode_cost"]
 
@@ -44,8 +45,8 @@ NO_COSTS = DispatchCosts(0, 0, 0, 0)
 def dispatch_costs() -> DispatchCosts:
     """The costs, measured once per process (in a few tens of milliseconds), or
     :data:`NO_COSTS` where measuring would run through a user's own modes or hooks
-    (a torch-function or dispatch mode is active, in a backward, in inference mode) or
-    cannot run (saved-tensor hooks disabled).
+    (a torch-function or dispatch mode, global module hooks or saved-tensor hooks are
+    active, in a backward, in inference mode) or cannot run (saved-tensor hooks disabled).
 
     >>> costs = dispatch_costs()
     >>> all(value >= 0 for value in costs)
@@ -65,10 +66,12 @@ def dispatch_mode_cost() -> int:
 
 
 def _measurable() -> bool:
-    # a pack hook cannot be pushed where saved-tensor hooks are disabled
+    # a pack hook cannot be pushed where saved-tensor hooks are disabled; and the user's
+    # own hooks would see the thousand calls and packs that measuring makes
     return not (function_mode_depth() or dispatch_mode_depth()
                 or torch.is_inference_mode_enabled() or graph_task_id() >= 0
-                or not saved_tensor_hooks_enabled())
+                or not saved_tensor_hooks_enabled() or global_module_hooks()
+                or (SAVED_TENSOR_HOOKS_READABLE and top_saved_tensor_hooks() is not None))
 
 
 @functools.lru_cache(maxsize=1)

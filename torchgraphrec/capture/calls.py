@@ -16,7 +16,7 @@ from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, DisableTorchF
 from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
-from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION
+from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, grad_fn_of
 
 __all__ = ["CallTracker"]
 
@@ -282,7 +282,7 @@ class CallTracker:
                     events.roles[~ref] = "output"
                     events.names.setdefault(~ref, name)
             if self.keep_grad_fns and not state.chains.too_deep:
-                self.output_grad_fns.append(tensor.grad_fn)
+                self.output_grad_fns.append(grad_fn_of(tensor))
             refs.append(ref)
         return refs
 

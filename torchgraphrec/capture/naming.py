@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from torchgraphrec.capture.events import Attrs, Events, Ref
 from torchgraphrec.capture.opnames import ALL_TENSORS, SHARED_COUNTS, TENSOR, op_args_text
+from torchgraphrec.capture.state import regular_dims
 from torchgraphrec.capture.tables import ModuleTable
 
 __all__ = ["Describer", "Namer"]
@@ -40,9 +41,13 @@ class Describer:
         """The plain shape and its text, ``((2, 3), '(2, 3)')``."""
         described = self._shapes.get(shape)
         if described is None:
+            try:
+                plain = tuple(int(dim) for dim in shape)
+            except Exception:  # noqa: BLE001 - a jagged nested tensor's ragged dimension
+                plain = regular_dims(shape)
+                return plain, str(plain)  # not remembered: it holds the tensor's offsets
             if len(self._shapes) >= self.LIMIT:
                 self._shapes.clear()
-            plain = tuple(int(dim) for dim in shape)
             described = self._shapes[shape] = (plain, str(plain))
         return described
 

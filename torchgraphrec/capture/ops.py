@@ -276,7 +276,12 @@ class OpRecorder:
                     chains.admit(refs, number, made, ops)
             else:
                 readable = not chains.too_deep
-            grad_fn = first.grad_fn if readable else None
+            grad_fn = None
+            if readable:
+                try:  # values.grad_fn_of, inline: this runs for every op
+                    grad_fn = first.grad_fn
+                except RuntimeError:  # a view made under no_grad, its base since written
+                    pass
             try:
                 shape = first.shape
             except RuntimeError:  # a nested tensor

@@ -12,7 +12,7 @@ from torch.nn.parameter import is_lazy
 
 from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, disable_dispatch_modes, \
     dispatch_mode_depth, exclude_python_dispatch, pop_saved_tensor_hooks, \
-    push_saved_tensor_hooks, saved_tensor_hooks_enabled, top_saved_tensor_hooks
+    push_saved_tensor_hooks, saved_tensor_hooks_enabled, storage_weak_ref, top_saved_tensor_hooks
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.storages import storages_of
 from torchgraphrec.errors import SavedBytesNotCounted
@@ -85,6 +85,9 @@ class SavedBytes:
         self.counted: set[int] = set()  # the ops of forwards that counted saved bytes
         # (op index, tensor) saved and not counted yet (see HELD_SAVED)
         self._saved: list[tuple[int, torch.Tensor]] = []
+        # storage address -> a weak reference to the storage counted there, where the
+        # user's hooks take the tensors (see _count_unheld)
+        self._unheld: dict[int, Any] = {}
         self._first_op = 0
         self._warned = False
 
@@ -148,6 +151,7 @@ class SavedBytes:
             pop_saved_tensor_hooks()
         self.done = set()
         self._saved = []
+        self._unheld = {}
 
     def _count(self, storage: Any, index: int) -> None:
         """Add ``storage``'s bytes to op ``index``, once."""
@@ -156,12 +160,25 @@ class SavedBytes:
             self.done.add(key)
             self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
 
+    def _count_unheld(self, storage: Any, index: int) -> None:
+        """:meth:`_count` for a storage not held until the forward ends (the user's pack
+        hook may let it go): where one counted before at its address is gone, this is
+        another storage, counted anew."""
+        key = storage._cdata
+        known = self._unheld.get(key)
+        if known is not None and known.expired():
+            self.done.discard(key)
+            known = None
+        if known is None and key not in self.done:
+            self._unheld[key] = storage_weak_ref(storage)
+        self._count(storage, index)
+
     def _pack(self, tensor: torch.Tensor) -> Any:
         entered = _now()
         clock = self._clock
         if self._outer is not None:  # the user's hooks: their work is the model's
             for storage in storages_of(tensor):  # counted now: they may move it elsewhere
-                self._count(storage, len(self._ops))
+                self._count_unheld(storage, len(self._ops))
             clock.spent += _now() - entered + clock.costs.pack
             return self._outer[0](tensor)
         if tensor.is_leaf:

@@ -13,9 +13,9 @@ from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.events import OP_CALL, OP_SEQ, TENSOR_SEQ, Events, Ref, raw_tensor
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.capture.values import ENTRY_NUMBER, ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, \
-    Values
+    Values, grad_fn_of
 
-__all__ = ["CaptureState", "read_shape", "Uninitialized"]
+__all__ = ["CaptureState", "read_shape", "regular_dims", "Uninitialized"]
 
 
 _PLAIN = torch.Tensor
@@ -50,6 +50,27 @@ def read_shape(tensor: torch.Tensor) -> Any:
             except RuntimeError:
                 break
         return tuple(regular)
+
+
+def regular_dims(shape: Any) -> tuple[int, ...]:
+    """The dimensions of ``shape`` up to the first that is no int: a jagged nested tensor's
+    ``shape`` holds its ragged dimension as a symbol.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings():  # "nested tensors are a prototype"
+    ...     warnings.simplefilter("ignore")
+    ...     jagged = torch.nested.nested_tensor([torch.zeros(2, 4), torch.zeros(3, 4)],
+    ...                                         layout=torch.jagged)
+    >>> regular_dims(jagged.shape)
+    (2,)
+    """
+    regular = []
+    for dim in shape:
+        try:
+            regular.append(int(dim))
+        except Exception:  # noqa: BLE001 - a symbol says so in its own way
+            break
+    return tuple(regular)
 
 
 class CaptureState:
@@ -92,8 +113,8 @@ class CaptureState:
             shape = read_shape(tensor)
             self.nested.add(index)
         if type(tensor) is not _PLAIN:
-            self._note_shard(index, tensor)
-        grad_fn = tensor.grad_fn if self.autograd else None
+            shape = self._note_subclass(index, tensor, shape)
+        grad_fn = grad_fn_of(tensor) if self.autograd else None
         events.seq += 1
         events.tensors.append(raw_tensor(number, version, shape, tensor.dtype, tensor.device,
                                          tensor.requires_grad, call, events.seq, t, grad_fn,
@@ -168,7 +189,7 @@ class CaptureState:
             shape = read_shape(tensor)
             self.nested.add(index)
         if type(tensor) is not _PLAIN:
-            self._note_shard(index, tensor)
+            shape = self._note_subclass(index, tensor, shape)
         seq = events.seq + 1
         events.seq = seq + 1
         events.tensors.append(raw_tensor(number, version, shape, tensor.dtype, tensor.device,
@@ -185,6 +206,16 @@ class CaptureState:
         if type(ref) is int and ref >= 0:
             return self.boundary(tensor, t, call, role)
         return ref
+
+    def _note_subclass(self, index: int, tensor: torch.Tensor, shape: Any) -> Any:
+        """The shape to record for the tensor record ``index`` of a tensor that is not a
+        plain ``Tensor``: a jagged nested tensor's regular leading dimensions (it is noted
+        as nested, as a strided one is); a DTensor's local shape is noted besides."""
+        if tensor.is_nested:
+            self.nested.add(index)
+            return regular_dims(shape)
+        self._note_shard(index, tensor)
+        return shape
 
     def _note_shard(self, index: int, tensor: torch.Tensor) -> None:
         """Note the local shape and placements of the tensor record ``index`` where its

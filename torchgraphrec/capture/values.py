@@ -9,14 +9,35 @@ import torch
 
 from torchgraphrec.capture.events import Ref
 
-__all__ = ["Values", "Entry", "version_of", "ENTRY_TENSOR", "ENTRY_VERSION", "ENTRY_REF",
-           "ENTRY_NUMBER"]
+__all__ = ["Values", "Entry", "grad_fn_of", "version_of", "ENTRY_TENSOR", "ENTRY_VERSION",
+           "ENTRY_REF", "ENTRY_NUMBER"]
 
 #: ``(weak reference, version, ref, number)``, read through the ``ENTRY_*`` indices:
 #: ``ref`` produced the tensor at ``version``; ``number`` is the tensor number its node ids
 #: use (``None`` until it first crosses a call boundary).
 Entry = tuple[Any, int, Ref, Optional[int]]
 ENTRY_TENSOR, ENTRY_VERSION, ENTRY_REF, ENTRY_NUMBER = range(4)
+
+
+def grad_fn_of(tensor: torch.Tensor) -> Any:
+    """The tensor's ``grad_fn``, or ``None`` where reading it raises: a view made under
+    ``no_grad`` whose base was then written in place refuses to say (the forward that made
+    it runs on; only a backward through it would fail).
+
+    >>> leaf = torch.zeros(2, requires_grad=True)
+    >>> type(grad_fn_of(leaf * 2)).__name__
+    'MulBackward0'
+    >>> with torch.no_grad():
+    ...     view = (leaf * 2)[0]
+    >>> base = view._base
+    >>> _ = base.add_(1)  # in grad mode: the view's grad_fn cannot be rebuilt
+    >>> grad_fn_of(view) is None
+    True
+    """
+    try:
+        return tensor.grad_fn
+    except RuntimeError:
+        return None
 
 
 def version_of(tensor: torch.Tensor) -> int:
