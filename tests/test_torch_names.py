@@ -597,3 +597,32 @@ def test_storage_weak_ref_expires_with_its_storage() -> None:
     assert not ref.expired()  # the view holds the storage
     del view
     assert ref.expired()
+
+
+def test_register_global_forward_hook_leaves_nothing_once_removed() -> None:
+    from torch.nn.modules import module as torch_module
+
+    tables = ("_global_forward_hooks", "_global_forward_hooks_with_kwargs",
+              "_global_forward_hooks_always_called")
+    before = {name: dict(getattr(torch_module, name, {})) for name in tables}
+    seen: list[dict] = []
+    handle = _torch.register_global_forward_hook(
+        lambda module, args, kwargs, output: seen.append(kwargs), with_kwargs=True,
+        always_call=True)
+    nn.Identity()(torch.zeros(1))
+    assert seen == [{}]
+    handle.remove()
+    assert {name: dict(getattr(torch_module, name, {})) for name in tables} == before
+
+
+def test_a_recording_leaves_torchs_global_hook_tables_as_they_were() -> None:
+    import torchgraphrec as tgr
+    from torch.nn.modules import module as torch_module
+
+    tables = [name for name in dir(torch_module)
+              if name.startswith("_global_") and isinstance(getattr(torch_module, name), dict)]
+    tgr.record(nn.Linear(2, 2), torch.zeros(1, 2))  # the process's first, calibrating
+    before = {name: dict(getattr(torch_module, name)) for name in tables}
+    for _ in range(3):
+        tgr.record(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), torch.zeros(1, 2))
+    assert {name: dict(getattr(torch_module, name)) for name in tables} == before

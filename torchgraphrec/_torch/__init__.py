@@ -33,6 +33,7 @@ __all__ = [
     "functorch_transforms_active", "graph_task_id", "has_composite_implicit_kernel",
     "nested_sizes", "node_scoped_dispatch_modes", "pop_dispatch_mode", "pop_function_mode",
     "pop_saved_tensor_hooks", "push_dispatch_mode", "push_function_mode",
+    "register_global_forward_hook",
     "push_saved_tensor_hooks", "queue_backward_callback", "saved_tensor_hooks_enabled",
     "storage_weak_ref",
     "top_saved_tensor_hooks", "torch_function_all_disabled",
@@ -265,6 +266,42 @@ def global_module_hooks() -> int:
     >>> handle.remove()
     """
     return sum(map(len, _GLOBAL_CALL_HOOKS))
+
+
+class _GlobalForwardHookHandle:
+    """The handle of a global forward hook, whose ``remove()`` also takes the hook's id out
+    of torch's table of global hooks given keyword arguments, where torch leaves it (one
+    entry per registration, kept for the life of the process)."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    @property
+    def id(self) -> int:
+        return self._handle.id
+
+    def remove(self) -> None:
+        self._handle.remove()
+        _GLOBAL_FORWARD_HOOKS_WITH_KWARGS.pop(self._handle.id, None)
+
+
+_GLOBAL_FORWARD_HOOKS_WITH_KWARGS: dict = getattr(
+    torch.nn.modules.module, "_global_forward_hooks_with_kwargs", {})
+
+
+def register_global_forward_hook(hook: Callable, **options: bool) -> Any:
+    """``register_module_forward_hook(hook, **options)``, with a handle that leaves nothing
+    of the hook behind once removed.
+
+    >>> before = dict(_GLOBAL_FORWARD_HOOKS_WITH_KWARGS)
+    >>> handle = register_global_forward_hook(lambda *args: None, with_kwargs=True)
+    >>> handle.remove()
+    >>> _GLOBAL_FORWARD_HOOKS_WITH_KWARGS == before
+    True
+    """
+    return _GlobalForwardHookHandle(register_module_forward_hook(hook, **options))
 
 
 @contextlib.contextmanager

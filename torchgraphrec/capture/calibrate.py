@@ -13,7 +13,8 @@ from torch.overrides import TorchFunctionMode
 
 from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, SAVED_TENSOR_HOOKS_READABLE, \
     TorchDispatchMode, dispatch_mode_depth, function_mode_depth, global_module_hooks, \
-    graph_task_id, saved_tensor_hooks_enabled, top_saved_tensor_hooks
+    graph_task_id, register_global_forward_hook, saved_tensor_hooks_enabled, \
+    top_saved_tensor_hooks
 
 __all__ = ["DispatchCosts", "NO_COSTS", "dispatch_costs", "dispatch_mode_cost"]
 
@@ -121,8 +122,7 @@ def _module_call(module: Any, value: Any, inner: list) -> None:
 
     # as the recorder hooks: globally where global hooks take kwargs, else on the module
     handles = [torch_module.register_module_forward_pre_hook(pre),
-               torch_module.register_module_forward_hook(post, with_kwargs=True,
-                                                         always_call=True)
+               register_global_forward_hook(post, with_kwargs=True, always_call=True)
                if GLOBAL_FORWARD_HOOKS_TAKE_KWARGS else
                module.register_forward_hook(post, with_kwargs=True, always_call=True)]
     try:

@@ -12,7 +12,8 @@ from torch.nn.modules import module as torch_module
 
 from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, DisableTorchFunction, \
     autograd_sequence_number, call_kwargs, call_kwargs_readable, call_raised, current_frame, \
-    give_call_kwargs, global_pre_hook_takes_kwargs_by_id, graph_task_id, take_call_kwargs
+    give_call_kwargs, global_pre_hook_takes_kwargs_by_id, graph_task_id, \
+    register_global_forward_hook, take_call_kwargs
 from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
@@ -87,7 +88,7 @@ class CallTracker:
             if by_id:
                 self._pre_hook_id = handle.id
         if GLOBAL_FORWARD_HOOKS_TAKE_KWARGS:
-            self._handles.append(torch_module.register_module_forward_hook(
+            self._handles.append(register_global_forward_hook(
                 self._post_hook, with_kwargs=True, always_call=True))
         self.adopt(self.state.table.modules)
 
