@@ -52,6 +52,7 @@ def hook_state(model: torch.nn.Module) -> dict[str, Any]:
                    len(torch_module._global_forward_pre_hooks),
                    len(torch_module._global_backward_hooks),
                    len(torch_module._global_forward_hooks_always_called),
+                   len(getattr(torch_module, "_global_forward_hooks_with_kwargs", ())),
                    len(torch_module._global_module_registration_hooks),
                    len(torch_module._global_parameter_registration_hooks),
                    len(torch_module._global_buffer_registration_hooks)),

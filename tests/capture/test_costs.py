@@ -20,7 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 import torchgraphrec as tgr
-from helpers import fresh, nodes_of, run_plain
+from helpers import fresh, hook_state, nodes_of, run_plain
 from torchgraphrec.capture.flops.formulas import EXTRA_FORMULAS
 from models import ZOO
 from torchgraphrec import _torch as torch_names
@@ -558,18 +558,8 @@ def test_memory_true_under_torch_func_says_what_to_do_instead() -> None:
 
     model, x = UsesFuncGrad(), torch.randn(2, 3)
     assert torch.equal(tgr.record(model, x).output, model(x))  # without memory: records
+    before = hook_state(model)
     with pytest.raises(RuntimeError, match="saved tensor hooks") as raised:
         tgr.record(model, x, memory=True)
     assert any("record it without memory=True" in note for note in raised.value.__notes__)
-    assert _torch_state_is_clean(model)
-
-
-def _torch_state_is_clean(model: nn.Module) -> bool:
-    from torch.nn.modules import module as torch_module
-
-    return (torch_names.function_mode_depth() == 0 and torch_names.dispatch_mode_depth() == 0
-            and (not torch_names.SAVED_TENSOR_HOOKS_READABLE
-                 or torch_names.top_saved_tensor_hooks() is None)
-            and not torch_module._global_forward_hooks
-            and not torch_module._global_forward_pre_hooks
-            and not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()))
+    assert hook_state(model) == before and torch_names.function_mode_depth() == 0
