@@ -311,6 +311,18 @@ def test_bad_input_is_refused_clearly(model, args, kwargs, error, match) -> None
         tgr.record(model, args, kwargs)
 
 
+@pytest.mark.parametrize("option", ["backward", "flops", "memory"])
+def test_on_off_options_that_are_not_bools_are_refused(option: str) -> None:
+    model = torch.nn.Linear(2, 2)
+    before = hook_state(model)
+    with pytest.raises(TypeError, match=f"{option} must be True or False, got 'no'"):
+        tgr.record(model, torch.ones(1, 2), **{option: "no"})
+    with pytest.raises(TypeError, match="reduce_ranks must be True or False, got 'yes'"):
+        tgr.Recorder(model, reduce_ranks="yes")
+    assert hook_state(model) == before
+    assert tgr.record(model, torch.ones(1, 2), **{option: 1}).graph.graph["ops"] == "torch"
+
+
 def test_backward_needs_a_floating_output() -> None:
     with pytest.raises(ValueError, match="holds no floating tensor that requires grad"):
         tgr.record(torch.nn.Identity(), torch.tensor([1, 2]), backward=True)

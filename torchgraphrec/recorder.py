@@ -28,7 +28,7 @@ from torchgraphrec.probes.store import Store, table_of
 from torchgraphrec.recording import Recording, backward_loss
 from torchgraphrec.summary import summarize
 
-__all__ = ["Recorder", "record", "check_model"]
+__all__ = ["Recorder", "record", "check_flag", "check_model"]
 
 
 def check_model(model: Any) -> nn.Module:
@@ -44,6 +44,22 @@ def check_model(model: Any) -> nn.Module:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}: {model!r}"[:200])
     return model
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """``value`` as the bool an on/off option takes, or a ``TypeError`` (a string such as
+    ``"no"`` would otherwise switch the option on).
+
+    >>> check_flag("backward", 1), check_flag("flops", False)
+    (True, False)
+    >>> check_flag("backward", "no")
+    Traceback (most recent call last):
+    TypeError: backward must be True or False, got 'no'
+    """
+    if isinstance(value, bool) or (type(value) is int and value in (0, 1)) \
+            or type(value).__name__ == "bool_":  # NumPy's
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {value!r}"[:200])
 
 
 class Recorder:
@@ -106,18 +122,18 @@ class Recorder:
         if graph not in ("all", "first"):
             raise ValueError(f"unknown graph: {graph!r} (must be one of ['all', 'first'])")
         self.graph_mode = graph
-        self.backward = bool(backward)
-        for name, asked in (("flops", flops), ("memory", memory)):
+        self.backward = check_flag("backward", backward)
+        self.flops, self.memory = check_flag("flops", flops), check_flag("memory", memory)
+        for name, asked in (("flops", self.flops), ("memory", self.memory)):
             if asked and self.ops != "torch":
                 raise ValueError(f"{name}=True needs ops='torch' (costs are counted under the "
                                  f"ops they belong to), got ops={ops!r}")
-        self.flops, self.memory = bool(flops), bool(memory)
         self.probes = tuple(probes)
         if not all(isinstance(p, Probe) for p in self.probes):
             raise TypeError(f"probes must be made with torchgraphrec.probe(), got {probes!r}")
         self.store = Store(memory_limit)
         self.save_dir = save_dir
-        self.reduce_ranks = bool(reduce_ranks)
+        self.reduce_ranks = check_flag("reduce_ranks", reduce_ranks)
         self._reduced_from = 0  # the first probe row not reduced over ranks yet
         self._capture: Optional[Capture] = None
         self._engine: Optional[ProbeEngine] = None
@@ -334,7 +350,8 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
 
     Raises:
         TypeError: ``model`` is not a ``torch.nn.Module`` (or is a ScriptModule), ``args``
-            is neither a tensor nor a tuple, or ``kwargs`` is not a mapping.
+            is neither a tensor nor a tuple, ``kwargs`` is not a mapping, or ``backward``,
+            ``flops`` or ``memory`` is not a bool.
         ValueError: ``ops`` is none of the three, or ``flops`` or ``memory`` is asked
             without ``ops="torch"``.
 
