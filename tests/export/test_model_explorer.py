@@ -125,3 +125,22 @@ def test_repeated_calls_and_clashing_names_get_their_own_layers() -> None:
     plan = Plan(graph)
     assert sorted(plan.paths[n] for n in plan.groups) == [
         "", "shared#1: Linear", "shared#2: Linear", "shared: Linear"]
+
+
+def test_each_attribute_key_is_written_once_times_rounded_from_their_stamps() -> None:
+    import collections
+    import re
+
+    graph = tgr.record(*fresh("mlp"), backward=True).graph
+    document = json.loads(to_model_explorer(graph))
+    for node in me_nodes(document).values():
+        counts = collections.Counter(item["key"] for item in node["attrs"])
+        assert [key for key, count in counts.items() if count > 1] == [], node["id"]
+    ops = [me_nodes(document)[n] for n in nodes_of(graph, "op")]
+    keys = {item["key"] for node in ops for item in node["attrs"]}
+    assert {"forward_ms", "backward_ms"} <= keys
+    # a group's panel is a mapping: a key written twice left the unrounded copy there
+    for path, pairs in document["graphs"][0]["groupNodeAttributes"].items():
+        for key in ("forward_ms", "backward_ms"):
+            if key in pairs:
+                assert re.fullmatch(r"\d+\.\d{3}", pairs[key]), (path, key, pairs[key])

@@ -169,7 +169,37 @@ def test_without_costs_recorded_show_costs_adds_nothing(grad: bool) -> None:
     with torch.set_grad_enabled(grad):  # neither flops=True nor memory=True: no costs
         recording = tgr.record(Tower(), torch.randn(3, 4))
     assert recording.to_dot(show_costs=True) == recording.to_dot()
-    assert recording.to_dot(color_by="flops") == recording.to_dot()
+    with pytest.warns(UserWarning, match=r"color_by='flops': the recording has no 'flops'"):
+        assert recording.to_dot(color_by="flops") == recording.to_dot()
+
+
+@pytest.mark.parametrize("name", ["flops", "grad_output.rmss"])
+def test_color_by_a_value_the_recording_lacks_warns_once_naming_the_values_it_has(
+        name: str) -> None:
+    import warnings
+
+    torch.manual_seed(0)
+    recording = tgr.record(Tower(), torch.randn(3, 4))  # no flops=True, no probes
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dot = recording.to_dot(color_by=name)
+    [warning] = caught  # once, however many nodes lack it
+    message = str(warning.message)
+    assert message.startswith(f"color_by={name!r}: the recording has no {name!r} value, so "
+                              "nothing is coloured (values it has: "), message
+    has = message.partition("values it has: ")[2]
+    assert "'forward_ms'" in has and "'params'" in has and "'flops'" not in has
+    assert warning.category is UserWarning and "tgr-legend" not in dot
+    with pytest.warns(UserWarning, match=r"color_by='flops'.*values it has: .*'forward_ms'"):
+        recording.to_dot(color_by="flops", depth=0)
+
+
+def test_color_by_a_value_the_drawing_has_does_not_warn(tower: tgr.Recording) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "tgr-legend" in tower.to_dot(color_by="forward_ms")
 
 
 def test_a_cnn_coloured_by_flops_darkens_its_costliest_stage() -> None:

@@ -80,7 +80,7 @@ def _into_attention(drawing: dict) -> list[tuple[str, str, float, float]]:
         head, tail = objects[edge["head"]], objects[edge["tail"]]
         if head.get("id", "").startswith("n-op:scaled_dot_product_attention"):
             end = float(edge["pos"].split()[0].split(",")[1])  # "e,x,y": the arrow's end
-            found.append((edge.get("xlabel", ""), tail["id"], float(tail["pos"].split(",")[0]),
+            found.append((edge.get("label", ""), tail["id"], float(tail["pos"].split(",")[0]),
                           end))
     return found
 
@@ -185,8 +185,7 @@ def test_attentions_arguments_end_in_order_along_the_side_the_flow_enters(
     # (the engine's y grows upwards)
     drawing = layout(attention.to_dot(rankdir=rankdir))
     objects = {o["_gvid"]: o for o in drawing["objects"]}
-    # beside the edge where the flow runs down or up, a label of its own where sideways
-    ends = {edge.get("xlabel", edge.get("label")):
+    ends = {edge.get("label"):
             sign * float(edge["pos"].split()[0].split(",")[axis])
             for edge in drawing["edges"] if objects[edge["head"]].get("id", "").startswith(
                 "n-op:scaled_dot_product_attention")}

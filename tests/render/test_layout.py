@@ -1,4 +1,4 @@
-"""Layout, read back from the engine: a straight spine, parameters beside their op, edges
+"""Layout, read back from the engine: a straight spine, parameters above their op, edges
 clear of cluster titles, boxes as wide as their text."""
 
 from __future__ import annotations
@@ -31,20 +31,44 @@ def test_the_main_path_is_straight(resnet: tgr.Recording) -> None:
     path = ["n-tensor:0@v0", "n-layer:stem.0#0", "n-layer:stem.3#0", "n-layer:layers.0.0.conv1#0",
             "n-layer:layers.0.0.bn2#0", "n-layer:layers.0.0.relu#1", "n-layer:fc#0"]
     xs = [_point(nodes[node]["pos"])[0] for node in path]
-    # within a few points: cluster margins nudge it, nothing pushes it aside
-    assert max(xs) - min(xs) <= 8, xs
+    # within a few points: cluster margins nudge it, nothing pushes it aside (9 points since
+    # the reshape into fc is a label the layout makes room for: Graphviz then lays out
+    # every edge over two ranks, the label on the rank between)
+    assert max(xs) - min(xs) <= 10, xs
 
 
-def test_parameters_sit_beside_the_op_that_uses_them(resnet: tgr.Recording) -> None:
+def _innermost_clusters(drawing: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each drawn node's innermost cluster, by the node's ``id`` (a cluster's ``nodes`` hold
+    its nested clusters' too, so the innermost is the one holding fewest)."""
+    ids = {o["_gvid"]: o.get("id") for o in drawing["objects"]}
+    found: dict[str, dict[str, Any]] = {}
+    for cluster in sorted(clusters(drawing).values(), key=lambda c: -len(c.get("nodes", []))):
+        for node in cluster.get("nodes", []):
+            found[ids[node]] = cluster
+    return found
+
+
+def _inside(point: tuple[float, float], box: str) -> bool:
+    x0, y0, x1, y1 = (float(v) for v in box.split(","))
+    return x0 - 1 <= point[0] <= x1 + 1 and y0 - 1 <= point[1] <= y1 + 1
+
+
+def test_parameters_sit_above_their_op_and_their_edges_stay_in_its_cluster(
+        resnet: tgr.Recording) -> None:
     dot = resnet.to_dot(expand_leaves=True, include_params=True, fold_repeats=False)
     drawing = layout(dot)
-    nodes = drawn_nodes(drawing)
+    nodes, around = drawn_nodes(drawing), _innermost_clusters(drawing)
     ids = {o["_gvid"]: o["id"] for o in drawing["objects"]}
-    params = [e for e in drawing["edges"] if ids[e["tail"]].startswith("n-param:")]
+    params = [e for e in drawing["edges"] if ids[e["tail"]].startswith("n-param:")
+              and around[ids[e["tail"]]] is around[ids[e["head"]]]]
     assert len(params) > 20
     for edge in params:
-        param, op = nodes[ids[edge["tail"]]], nodes[ids[edge["head"]]]
-        assert _point(param["pos"])[1] == pytest.approx(_point(op["pos"])[1]), (param["id"], op["id"])
+        param, op = ids[edge["tail"]], ids[edge["head"]]
+        # y grows upwards: the parameter on the rank above its op (a flat edge on one rank
+        # was routed as an arc over the rank, out of the cluster)
+        assert _point(nodes[param]["pos"])[1] > _point(nodes[op]["pos"])[1], (param, op)
+        outside = [p for p in _curve(edge) if not _inside(p, around[op]["bb"])]
+        assert not outside, (param, op, around[op]["id"], outside[:2])
 
 
 def _curve(edge: dict[str, Any]) -> Iterator[tuple[float, float]]:
@@ -119,3 +143,40 @@ def test_auto_depth_opens_every_level_and_a_budget_stops_only_a_huge_drawing(
     assert budget.depth == 2  # stages of bottlenecks, each bottleneck a box
 
 
+
+
+def _label_box(edge: dict[str, Any]) -> tuple[float, float, float, float]:
+    """Where an edge's label is drawn: its text's box around the engine's ``lp``."""
+    from torchgraphrec.render.metrics import text_width
+
+    x, y = _point(edge["lp"])
+    half_width, half_height = text_width(edge["label"], "Helvetica", 9) / 2, 9 * 1.2 / 2
+    return x - half_width, y - half_height, x + half_width, y + half_height
+
+
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert"])
+def test_edge_labels_keep_clear_of_cluster_borders_and_boxes(name: str) -> None:
+    # labels placed after layout (xlabel) sat on GPT-2's root border (ln_f into the logits)
+    # and on BERT's attention output title; a label the layout makes room for cannot
+    pytest.importorskip("transformers")
+    dot = tgr.record(*fresh(name)).to_dot()
+    assert " xlabel=" not in dot
+    drawing = layout(dot)
+    borders = [tuple(float(v) for v in c["bb"].split(",")) for c in clusters(drawing).values()]
+    boxes = []
+    for node in drawn_nodes(drawing).values():
+        x, y = _point(node["pos"])
+        half_width, half_height = float(node["width"]) * 36, float(node["height"]) * 36
+        boxes.append((node["id"], (x - half_width, y - half_height, x + half_width, y + half_height)))
+    labelled = [e for e in drawing["edges"] if e.get("label")]
+    assert any(e["label"] == "reshape" for e in labelled)
+    for edge in labelled:
+        box = _label_box(edge)
+        astride = [b for b in borders if _overlap(box, b) and not (
+            b[0] <= box[0] and box[2] <= b[2] and b[1] <= box[1] and box[3] <= b[3])]
+        assert not astride, (edge["id"], astride)
+        assert not [i for i, b in boxes if _overlap(box, b)], edge["id"]

@@ -22,6 +22,11 @@ _FIRST = {
     "tensor": ("name", "role", "shape", "dtype", "device", "requires_grad"),
     "layer": ("type", "qualname", "call_index", "settings", "training", "num_params"),
 }
+#: The times written from a node's stamps, each with its stamps: the costs pass stores the
+#: same times unrounded under these names, which are not written again.
+_TIMES = (("forward_ms", "t_start_ns", "t_end_ns"),
+          ("backward_ms", "t_backward_start_ns", "t_backward_end_ns"))
+_TIMED = frozenset(key for key, _, _ in _TIMES)
 
 
 def attribute_text(value: Any) -> str:
@@ -47,17 +52,24 @@ def _shapes(graph: nx.DiGraph, ids: Iterable[str]) -> str:
 
 def _attributes(graph: nx.DiGraph, node: str) -> list[dict]:
     """Key/value pairs for the side panel: what the node is first, then times, then the
-    rest (costs, probe statistics) by name."""
+    rest (costs, probe statistics) by name; each key once.
+
+    >>> g = nx.DiGraph()
+    >>> g.add_node("op:relu#0", kind="op", name="relu", args="", t_start_ns=0,
+    ...            t_end_ns=1_500_000, forward_ms=1.5, flops=96)
+    >>> [(item["key"], item["value"]) for item in _attributes(g, "op:relu#0")]
+    [('name', 'relu'), ('forward_ms', '1.500'), ('flops', '96')]
+    """
     attrs = graph.nodes[node]
     first = [k for k in _FIRST[attrs["kind"]] if k in attrs and attrs[k] not in ("", None)]
     pairs = [(k, attribute_text(attrs[k])) for k in first]
     if attrs["kind"] == "layer":
         pairs += [(side, _shapes(graph, attrs.get(side, ()))) for side in ("inputs", "outputs")]
-    for key, start, end in (("forward_ms", "t_start_ns", "t_end_ns"),
-                            ("backward_ms", "t_backward_start_ns", "t_backward_end_ns")):
+    for key, start, end in _TIMES:
         time = _milliseconds(attrs, start, end)
         pairs += [(key, time)] if time is not None else []
-    rest = sorted(k for k in attrs if k not in _HIDDEN and k not in _FIRST[attrs["kind"]])
+    rest = sorted(k for k in attrs
+                  if k not in _HIDDEN and k not in _TIMED and k not in _FIRST[attrs["kind"]])
     pairs += [(k, attribute_text(attrs[k])) for k in rest]
     return [{"key": key, "value": value} for key, value in pairs]
 

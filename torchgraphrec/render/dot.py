@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping
 
 import graphviz
@@ -17,7 +18,7 @@ from torchgraphrec.render.metrics import needs_width, text_width
 from torchgraphrec.render.spine import beside, entries, role_rows, spine
 from torchgraphrec.render.legend import costs_row, legend_lines
 from torchgraphrec.render.texts import cluster_costs, cluster_text, cost_names, node_text
-from torchgraphrec.render.scale import INCLUSIVE, ColorScale, value_of
+from torchgraphrec.render.scale import INCLUSIVE, ColorScale, colorable, value_of
 from torchgraphrec.render.view import View, build_view
 
 __all__ = ["to_dot", "to_digraph", "to_pydot", "DotWriter", "attr_text"]
@@ -100,6 +101,7 @@ class DotWriter:
         self.on_spine = set(self.spine)
         self.margin = float(theme.node.get("margin", "0.11").split(",")[0])  # inches, each side
         self.widths: dict[str, float] = {}  # points, as each node's label needs
+        self.under = self._under_params()
 
     def write(self) -> graphviz.Digraph:
         theme = self.theme
@@ -118,9 +120,6 @@ class DotWriter:
             bodies[self.view.parent.get(node)].append(self._node_line(node))
         for cluster, lines in self._spacers().items():
             bodies[cluster] += lines
-        for cluster, pairs in beside(self.view).items():
-            bodies[cluster] += [f"\t{{rank=same; {self.names[p]}; {self.names[o]}}}\n"
-                                for p, o in pairs]
         for cluster, rows in role_rows(self.view).items():
             bodies[cluster] += [self.role_row(row) for row in rows]
         self.inside = self.view.inside()
@@ -173,18 +172,18 @@ class DotWriter:
 
     @staticmethod
     def label_attr(label: str, rankdir: str = "TB") -> str:
-        """An edge label's attribute (`` xlabel=reshape``): where the flow runs down or up,
-        beside the edge, placed after layout, so it takes no rank of its own; where it runs
-        sideways, a label the layout makes room for (`` label=reshape``), since there the
-        gap between ranks is narrower than the word and a label placed after layout sat
-        on its own edge and the next box. A role's edge also ends at its port.
+        """An edge label's attribute (`` label=reshape``): a label the layout makes room for,
+        whichever way the flow runs. An ``xlabel`` is placed only after layout, where it
+        finds space, and sat on cluster borders and titles (GPT-2's ``ln_f`` into its
+        ``getitem``, BERT's attention into its output) and on its own edge and the next box;
+        a ``label`` is laid out as a node between the ranks, so nothing else is drawn where
+        it is. A role's edge also ends at its port.
 
-        >>> DotWriter.label_attr("reshape"), DotWriter.label_attr("reshape", "LR")
-        (' xlabel=reshape', ' label=reshape')
+        >>> DotWriter.label_attr("reshape"), DotWriter.label_attr("key", "LR")
+        (' label=reshape', ' label=key headport=w')
         """
         port = ROLE_PORTS[rankdir].get(label)
-        name = "xlabel" if rankdir in ("TB", "BT") else "label"
-        return (f" {name}={quote(labels.join(label))}" + (f" headport={port}" if port else "")
+        return (f" label={quote(labels.join(label))}" + (f" headport={port}" if port else "")
                 if label else "")
 
     def _legend(self) -> list[str]:
@@ -204,8 +203,22 @@ class DotWriter:
             return None
         graph, clusters = self.view.folded, self.view.clusters
         painted = [*self.view.nodes, *(clusters if name not in INCLUSIVE else ())]
-        return ColorScale.of(name, (value_of(graph.nodes[n], name) for n in painted),
-                             self.theme.scale)
+        scale = ColorScale.of(name, (value_of(graph.nodes[n], name) for n in painted),
+                              self.theme.scale)
+        if scale is None:
+            self._warn_uncolored(name)
+        return scale
+
+    def _warn_uncolored(self, name: str) -> None:
+        """Warn where the recording has no ``name`` at all (a cost not counted, a mistyped
+        statistic): the drawing would come out without colours or legend, and no word why.
+        A recording that has it, only not on what this view draws, is drawn as it is."""
+        found = colorable(attrs for _, attrs in self.view.source.nodes(data=True))
+        if name in found:
+            return
+        has = ", ".join(repr(n) for n in found) or "none"
+        warnings.warn(f"color_by={name!r}: the recording has no {name!r} value, so nothing is "
+                      f"coloured (values it has: {has})", UserWarning, stacklevel=2)
 
     def _value(self, node: str) -> float | None:
         return value_of(self.view.folded.nodes[node], self.scale.name) if self.scale else None
@@ -339,6 +352,39 @@ class DotWriter:
         anchor = members[-1] if last else members[0]
         return self.names[anchor], f' {"ltail" if last else "lhead"}={self.cluster_names[node]}'
 
+    def _under_params(self) -> dict[str, int]:
+        """Each op drawn under parameters of its own cluster (see
+        :func:`~torchgraphrec.render.spine.beside`), with how many parameters feed it."""
+        ops = {op for pairs in beside(self.view).values() for _, op in pairs}
+        counts = dict.fromkeys(sorted(ops), 0)
+        for source, target in self.view.edges:
+            if target in counts and self.view.kind(source) == "param":
+                counts[target] += 1
+        return counts
+
+    def _within(self, node: str, cluster: str) -> bool:
+        """Whether ``node`` (a node or a cluster) is drawn inside ``cluster``."""
+        up = self.view.parent.get(node)
+        while up is not None and up != cluster:
+            up = self.view.parent.get(up)
+        return up == cluster
+
+    def flow_rank_attr(self, source: str, target: str) -> str:
+        """A flow edge's attributes where it feeds an op drawn under its parameters: the
+        parameters take the rank before the op, so an edge from outside the op's cluster
+        spans two ranks (`` minlen=2``) and comes in over the parameters, not beside the
+        cluster; and it weighs more than the parameters' edges together, which would
+        otherwise pull the op out from under the flow.
+
+        Returns ``""`` for any other edge.
+        """
+        params = self.under.get(target)
+        if params is None or self.view.kind(source) == "param":
+            return ""
+        cluster = self.view.parent.get(target)
+        outside = cluster is not None and not self._within(source, cluster)
+        return (" minlen=2" if outside else "") + f" weight={params + 1}"
+
     def _edge_line(self, source: str, target: str) -> str:
         kind = "param" if self.view.kind(source) == "param" else "flow"
         edge_id = f"{labels.xml_id('e', source)}-{labels.xml_id('', target)}"
@@ -347,6 +393,7 @@ class DotWriter:
             base = {"style": "dashed"} if kind == "param" else {}
             extra += " " + attr_text(self.marks.edge_attrs(source, target, base))[2:-1]
         extra += self.label_attr(self.view.labels.get((source, target), ""), self.options.rankdir)
+        extra += self.flow_rank_attr(source, target)
         tail, tail_attr = self._end(source, last=True)
         head, head_attr = self._end(target, last=False)
         return (f"\t{tail} -> {head} [class=\"tgr-{kind}\" id=\"{edge_id}\"{extra}"

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from torchgraphrec.render import labels
 from torchgraphrec.render.theme import SCALE, is_logarithmic, scale_color
 
-__all__ = ["COSTS", "INCLUSIVE", "TITLES", "value_of", "ColorScale"]
+__all__ = ["COSTS", "INCLUSIVE", "TITLES", "value_of", "colorable", "ColorScale"]
 
 #: The cost attributes ``color_by`` takes by name, beside probe statistics (``site.stat``).
 COSTS = ("flops", "saved_bytes", "forward_ms", "params", "backward_flops", "backward_ms",
@@ -48,6 +48,23 @@ def value_of(attrs: Mapping[str, Any], name: str) -> Optional[float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return value
+
+
+def colorable(nodes: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The names ``color_by`` can paint by that some node has a number for, sorted: the costs
+    and the probe statistics (``site.stat``) the recording holds.
+
+    >>> colorable([{"kind": "op", "flops": 96, "grad_output.rms": 0.5, "args": ""},
+    ...            {"kind": "param", "shape": (4,), "forward_ms": None}])
+    ['flops', 'grad_output.rms', 'params']
+    """
+    found = set()
+    for attrs in nodes:
+        found.update(name for name in attrs if (name in COSTS or "." in name)
+                     and value_of(attrs, name) is not None)
+        if value_of(attrs, "params") is not None:
+            found.add("params")
+    return sorted(found)
 
 
 @dataclass(frozen=True)

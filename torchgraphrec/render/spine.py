@@ -29,7 +29,9 @@ def spine(view: View) -> list[str]:
 
 def beside(view: View) -> dict[Optional[str], list[tuple[str, str]]]:
     """Each drawn parameter with the first op it feeds in the same cluster, by cluster: the
-    pair is put on one rank, so that parameters never push the flow apart."""
+    parameter is drawn on the rank before the op, inside their cluster, so that its edge runs
+    down inside the cluster (on one rank, it was a flat edge, which Graphviz routes as an arc
+    above the rank, out of every cluster)."""
     pairs: dict[Optional[str], list[tuple[str, str]]] = {}
     targets: dict[str, list[str]] = {}
     for source, target in view.edges:

@@ -382,7 +382,7 @@ function tgrWrite(P, state, folded, placed, lifted) {
     bodies.get(parentOf.get(i)).push(`\t${name} [${run.own} ${themed}${group} ${run.extra}]\n`);
   }
   if (tgrFlowsDown(state.rankdir)) tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, F);
-  tgrBeside(P, placed, edges, names, bodies);
+  const under = tgrUnderParams(P, placed, edges);
   tgrRoleRows(P, placed, edges, names, bodies, parts, state.rankdir);
   const markerLines = tgrMarkers(P, placed, lifted, names, clusterNames, bodies, parts);
   const depthOf = (c) => { let d = 0; for (let p = parentOf.get(c); p !== -1; p = parentOf.get(p)) d++; return d; };
@@ -397,7 +397,8 @@ function tgrWrite(P, state, folded, placed, lifted) {
     bodies.get(parentOf.get(c)).push(`\tsubgraph ${clusterNames.get(c)} {\n\t\tgraph${attrs}\n`, ...inner, "\t}\n");
   }
   const lines = edges.map(([s, t, recorded, label]) => {
-    const marked = (marks && marks.edge(s, t, recorded, clusterNames) || "") + (label ? D.labels[state.rankdir][label] : "");
+    const marked = (marks && marks.edge(s, t, recorded, clusterNames) || "") + (label ? D.labels[state.rankdir][label] : "") +
+      tgrFlowRankAttr(P, placed, under, s, t);
     parts.edge.push(tgrEdgeAttrs(P, s, t, marked));
     return tgrEdgeLine(P, s, t, names, clusterNames, lifted.inside, marked);
   });
@@ -507,20 +508,33 @@ function tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, F) {
   });
 }
 
-/* Each drawn parameter on one rank with the first op it feeds in its cluster. */
-function tgrBeside(P, placed, edges, names, bodies) {
-  const {D} = P, targets = new Map();
+/* The ops drawn under parameters of their own cluster, each with how many parameters feed
+   it: a parameter takes the rank before the first op it feeds in its cluster, so that its
+   edge runs down inside the cluster (render/spine.py's beside, DotWriter._under_params). */
+function tgrUnderParams(P, placed, edges) {
+  const {D} = P, targets = new Map(), under = new Map();
   for (const [s, t] of edges) pushTo(targets, s, t);
-  const pairs = new Map();
   for (const i of placed.nodes) {
     if (D.kind[i] !== "P") continue;
     const cluster = placed.parentOf.get(i);
     const near = (targets.get(i) || []).filter((t) => placed.parentOf.get(t) === cluster && D.kind[t] !== "P");
-    if (near.length) pushTo(pairs, cluster, [i, near[0]]);
+    if (near.length) under.set(near[0], 0);
   }
-  for (const [cluster, found] of pairs) {
-    for (const [p, o] of found) bodies.get(cluster).push(`\t{rank=same; ${names.get(p)}; ${names.get(o)}}\n`);
-  }
+  for (const [s, t] of edges) if (under.has(t) && D.kind[s] === "P") under.set(t, under.get(t) + 1);
+  return under;
+}
+
+/* A flow edge's attributes where it feeds an op drawn under its parameters: two ranks from
+   outside the op's cluster, and more weight than the parameters' edges together
+   (DotWriter.flow_rank_attr). */
+function tgrFlowRankAttr(P, placed, under, s, t) {
+  const params = under.get(t);
+  if (params === undefined || P.D.kind[s] === "P") return "";
+  const cluster = placed.parentOf.get(t);
+  let up = placed.parentOf.get(s);
+  while (up !== undefined && up !== -1 && up !== cluster) up = placed.parentOf.get(up);
+  const outside = cluster !== undefined && cluster !== -1 && up !== cluster;
+  return (outside ? " minlen=2" : "") + ` weight=${params + 1}`;
 }
 
 /* The boxes that make an op's role arguments (q_proj, k_proj, v_proj) on one rank, in role

@@ -122,7 +122,6 @@ function tgrLocalDot(P, composed, c, members, edges, ports, sizes, hooks) {
     const row = ordered.filter((name) => name.startsWith(kind));
     if (row.length) lines.push(`${tab}{rank=${rank}; ${row.join("; ")}}\n`);
   }
-  tgrLocalBeside(D, members, pairs, sizes, tab, lines);
   // the boxes that make attention's q, k, v on one rank, in order (as the composer does)
   for (const [cluster, row] of parts.rows || []) {
     if (cluster === c) lines.push(`${tab}{rank=same; ${row.map(tgrLocalName).join(" -> ")} [style=invis]}\n`);
@@ -139,16 +138,6 @@ function tgrLocalDot(P, composed, c, members, edges, ports, sizes, hooks) {
   if (!inner) lines.push(composed.legend);
   lines.push("}\n");
   return lines.join("");
-}
-
-/* Each parameter on one rank with the first op it feeds (as the composer does). */
-function tgrLocalBeside(D, members, pairs, sizes, tab, lines) {
-  const own = new Set(members.filter((m) => !sizes.has(m)).map(tgrLocalName));
-  for (const m of members) {
-    if (sizes.has(m) || D.kind[m] !== "P") continue;
-    const near = pairs.find(([from, to]) => from === tgrLocalName(m) && own.has(to) && D.kind[+to.slice(1)] !== "P");
-    if (near) lines.push(`${tab}{rank=same; ${near[0]}; ${near[1]}}\n`);
-  }
 }
 
 /* Numbers of a shape's outline (a polygon's points, a path's), as its box. */
