@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import networkx as nx
+import pandas
 import pytest
 import torch
 
@@ -69,3 +72,28 @@ def test_graph_first_records_one_forward_and_probes_them_all() -> None:
     assert len(rec["0", "output"]) == 4
     with pytest.raises(ValueError, match="unknown graph: 'some'"):
         tgr.Recorder(case.model, graph="some")
+
+
+def _strict_json(text: str) -> dict:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not strict JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _overflowed(tensor: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(float("-inf"))
+
+
+def test_saved_index_is_strict_json_and_non_finite_values_load_back(tmp_path) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 1))  # one element: its std is nan
+    probes = [tgr.probe("output", where=S.name("0"), keep=["cosine", "std", _overflowed])]
+    with tgr.Recorder(model, probes=probes) as rec:
+        for _ in range(2):
+            model(torch.randn(1, 4))
+            rec.step()
+    frame = rec.frame()
+    assert frame.value.isna().tolist() == [True, True, False, False, True, False]
+    folder = rec.save(tmp_path / "run")
+    _strict_json((folder / "index.json").read_text(encoding="utf-8"))
+    pandas.testing.assert_frame_equal(tgr.load(folder).frame(), frame)

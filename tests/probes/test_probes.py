@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import math
 import warnings
 import weakref
 
@@ -385,3 +386,183 @@ def test_steps_after_the_block_attach_nothing_again() -> None:
     model(torch.randn(2, 4))
     assert set(recorded.step) == {0}
     pandas.testing.assert_frame_equal(rec.frame(), recorded)
+
+
+def _broken(tensor: torch.Tensor) -> torch.Tensor:
+    raise ArithmeticError("bad statistic")
+
+
+@pytest.mark.parametrize("site", ["input", "output", "param"])
+def test_a_statistic_failing_at_a_forward_site_is_reported_after_the_block(site: str) -> None:
+    model, x = _mlp(False), torch.randn(2, 4)
+    expected = model(x)
+    before = hook_state(model)
+    with pytest.raises(tgr.CaptureError, match="bad statistic"):
+        with tgr.Recorder(model, probes=[tgr.probe(site, where=S.name("0"), keep=_broken)]):
+            output = model(x)  # the user's forward completes
+            backward_loss(output).backward()
+    assert torch.equal(output, expected)
+    assert hook_state(model) == before
+
+
+def test_extremes_of_an_empty_batch_are_nan_and_the_forward_completes() -> None:
+    model = _mlp(False)
+    with tgr.Recorder(model, probes=[tgr.probe("output", where=S.name("0"),
+                                               keep=["max", "min", "absmax"])]) as rec:
+        output = model(torch.randn(0, 4))
+    assert output.shape == (0, 3)
+    table = rec.frame()
+    assert sorted(table.stat) == ["absmax", "max", "min"] and table.value.isna().all()
+
+
+def test_a_raising_call_records_no_parameters_and_edits_nothing() -> None:
+    class Failing(nn.Linear):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise ValueError("inner failure")
+
+    model = nn.Sequential(Failing(2, 2))
+    edited = []
+    probes = [tgr.probe("param", where=S.name("0"), keep="l2"),
+              tgr.probe("output", where=S.name("0"), edit=lambda out: edited.append(out))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns when an always_call hook raises
+        with tgr.Recorder(model, probes=probes) as rec:
+            with pytest.raises(ValueError, match="inner failure"):
+                model(torch.ones(1, 2))
+    assert edited == []
+    assert rec.frame().empty  # the failed call has no parameter rows
+
+
+def test_memory_limit_keeps_reduced_probes_updating() -> None:
+    model = _mlp(False)
+    probes = [tgr.probe("output", where=S.name("0"), keep="full"),
+              tgr.probe("output", where=S.name("2"), keep="l2", reduce="sum"),
+              tgr.probe("output", where=S.name("1"), keep="rms", reduce="running"),
+              tgr.probe("input", where=S.name("2"), keep="full", reduce="last")]
+    total = 0.0
+    seen: list[torch.Tensor] = []
+    model[2].register_forward_pre_hook(lambda m, args: seen.append(args[0].detach().clone()))
+    with pytest.warns(UserWarning, match="reached their memory limit of 200 bytes"):
+        with tgr.Recorder(model, probes=probes, memory_limit=200) as rec:
+            for _ in range(10):
+                total += float(model(torch.randn(2, 4)).detach().double().norm())
+                rec.step()
+    assert len(rec["0", "output"]) < 10  # whole tensors stopped...
+    assert float(rec["2", "output"]) == pytest.approx(total, rel=1e-6)  # ...reductions did not
+    assert rec["1", "output"]["count"] == 10
+    assert torch.equal(rec["2", "input"]["args[0]"], seen[-1])
+    assert rec.store.bytes <= 200
+
+
+def test_memory_limit_counts_what_cosine_remembers() -> None:
+    model = _mlp(False)
+    with pytest.warns(UserWarning, match="reached their memory limit of 100 bytes"):
+        with tgr.Recorder(model, probes=[tgr.probe("grad_output", keep="cosine")],
+                          memory_limit=100) as rec:
+            for _ in range(3):
+                backward_loss(model(torch.randn(2, 4))).backward()
+                rec.step()
+    held = sum(copy.numel() * copy.element_size() for copy in rec.store.memory.values())
+    assert held == rec.store.bytes <= 100
+    assert len(rec.frame()) == 3 * 4  # every cosine row is still there
+
+
+def test_entries_keep_each_calls_values_together_past_the_memory_limit() -> None:
+    model = _mlp(False)
+    batches = [torch.randn(16, 4), torch.randn(16, 4), torch.randn(1, 4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the memory limit's
+        with tgr.Recorder(model, probes=[tgr.probe("output", where=S.name("0"),
+                                                   keep=["rms", "full"])],
+                          memory_limit=16 * 8 * 4 + 100) as rec:
+            for x in batches:
+                model(x)
+                rec.step()
+    entries = rec["0", "output"]
+    assert [sorted(entry) for entry in entries] == [["full", "rms"], ["rms"], ["full", "rms"]]
+    for entry in (entries[0], entries[2]):
+        own = float(entry["full"].double().pow(2).mean().sqrt())
+        assert float(entry["rms"]) == pytest.approx(own, rel=1e-6)
+
+
+def test_entries_keep_each_calls_gradients_together_when_one_has_none() -> None:
+    class TwoHeads(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 3), nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.a(x), self.b(x)
+
+    torch.manual_seed(0)
+    model = TwoHeads()
+    own: list[dict[str, float]] = []
+
+    def hook(module: nn.Module, args: tuple, outputs: tuple) -> None:
+        entry: dict[str, float] = {}
+        own.append(entry)
+        for path, output in zip(("[0]", "[1]"), outputs):
+            output.register_hook(lambda g, p=path: entry.update({p: float(g.double().pow(2)
+                                                                           .mean().sqrt())}))
+
+    model.register_forward_hook(hook)
+    with tgr.Recorder(model, probes=[tgr.probe("grad_output", where=S.name("^$"),
+                                               keep="rms")]) as rec:
+        for weight_b in (None, 10.0):  # the first step's second output gets no gradient
+            a, b = model(torch.randn(2, 4))
+            (a.sum() + (b.sum() * weight_b if weight_b else 0)).backward()
+            rec.step()
+    recorded = [{path: float(value) for path, value in entry.items()}
+                for entry in rec["", "grad_output"]]
+    assert [sorted(entry) for entry in recorded] == [["[0]"], ["[0]", "[1]"]]
+    for entry, expected in zip(recorded, own, strict=True):
+        assert entry == pytest.approx(expected, rel=1e-6)
+
+
+def _cosines_by_own_hook(model: nn.Sequential, steps: int) -> list[float]:
+    """The cosine of each step's dL/d(output) of ``model[0]`` with the previous step's, in
+    float64, through a tensor hook of the test's own (``nan`` the first time), on a copy."""
+    model = copy.deepcopy(model)
+    grads: list[torch.Tensor] = []
+
+    def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        output.register_hook(lambda grad: grads.append(grad.double().flatten()))
+
+    handle = model[0].register_forward_hook(hook)
+    torch.manual_seed(5)
+    for _ in range(steps):
+        backward_loss(model(torch.randn(2, 4))).backward()
+    handle.remove()
+    return [math.nan] + [float(torch.nn.functional.cosine_similarity(a, b, dim=0))
+                         for a, b in zip(grads, grads[1:])]
+
+
+def _overlapping_outputs_in_order(probes: list) -> object:
+    model = _mlp(False)
+    with tgr.Recorder(model, probes=probes) as rec:
+        for _ in range(3):
+            model(torch.randn(2, 4))
+            rec.step()
+    return rec["2", "output"]
+
+
+def test_overlapping_probes_keep_their_own_reductions_and_cosines() -> None:
+    model = _mlp(False)
+    expected = _cosines_by_own_hook(model, 3)
+    probes = [tgr.probe("output", where=S.leaves(), keep="rms", reduce="running"),
+              tgr.probe("output", where=S.name("2"), keep="rms"),
+              tgr.probe("grad_output", where=S.leaves(), keep="cosine"),
+              tgr.probe("grad_output", where=S.type(nn.Linear), keep=["rms", "cosine"])]
+    torch.manual_seed(5)
+    with tgr.Recorder(model, probes=probes) as rec:
+        for _ in range(3):
+            backward_loss(model(torch.randn(2, 4))).backward()
+            rec.step()
+    assert rec["2", "output"]["count"] == 3  # the first probe's, its calls counted once
+    assert len(_overlapping_outputs_in_order(probes[1::-1])) == 3  # the per-call one's
+    table = rec.frame()
+    assert len(table[(table.module == "2") & (table.site == "output")]) == 3
+    cosines = table[(table.module == "0") & (table.stat == "cosine")]
+    for probe_rows in (cosines.iloc[0::2], cosines.iloc[1::2]):  # each probe's, per step
+        assert list(probe_rows.step) == [0, 1, 2]
+        assert probe_rows.value.tolist() == pytest.approx(expected, rel=1e-5, nan_ok=True)

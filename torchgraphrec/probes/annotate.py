@@ -22,7 +22,8 @@ def annotate(graph: nx.DiGraph, store: Store) -> None:
     parameter's to its param node: ``graph.nodes[n]["grad_output.rms"]`` is the mean over
     steps of each step's mean. ``probe_series`` holds the per-step means,
     ``{name: [[step, mean], ...]}``, for plots; ``nan`` values (a first cosine) are left
-    out of both."""
+    out of both, and so are infinite means (strict JSON, which the graph is saved as, has
+    no token for them)."""
     if not store.rows:
         return
     values: dict[tuple[str, str, int], list[torch.Tensor]] = {}
@@ -34,7 +35,7 @@ def annotate(graph: nx.DiGraph, store: Store) -> None:
     series: dict[str, dict[str, list[list[float]]]] = {}
     for (target, name, step), items in values.items():
         mean = _mean(items)
-        if not math.isnan(mean):  # a first cosine has no value to plot
+        if math.isfinite(mean):  # a first cosine has no value to plot
             series.setdefault(target, {}).setdefault(name, []).append([step, mean])
     for _, attrs in graph.nodes(data=True):
         found = series.get(attrs["qualname"]) if attrs["kind"] in ("layer", "param") else None

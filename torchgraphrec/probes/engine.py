@@ -5,13 +5,15 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from types import FrameType
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from torchgraphrec._torch import DisableTorchFunction, graph_task_id, queue_backward_callback
+from torchgraphrec._torch import DisableTorchFunction, call_raised, current_frame, \
+    graph_task_id, queue_backward_callback
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.structures import tensors_with_paths
 from torchgraphrec.capture.tables import ModuleTable
@@ -22,6 +24,15 @@ __all__ = ["ProbeEngine"]
 
 #: -1 outside a backward pass; calls made during one (checkpoint recomputation) are skipped.
 _graph_task_id: Callable[[], int] = graph_task_id
+
+
+def _forward_raised(rest: tuple, hook_frame: FrameType) -> bool:
+    """Whether a forward hook given ``rest`` (after the module and its args) in
+    ``hook_frame`` runs for a call whose forward raised. Some torch releases give such a
+    hook no keyword arguments; others (2.13) give them and ``None`` for the output, which a
+    forward may also return: then no exception is passing through ``Module._call_impl``'s
+    frame (see :func:`~torchgraphrec._torch.call_raised`)."""
+    return len(rest) == 1 or (rest[1] is None and call_raised(hook_frame))
 
 
 class ProbeEngine:
@@ -41,6 +52,7 @@ class ProbeEngine:
     def __init__(self, table: ModuleTable, probes: Sequence[Probe], store: Store,
                  clock: Optional[Clock] = None, every: int = 1) -> None:
         self.table, self.store = table, store
+        store.number(probes)  # overlapping probes keep apart; the first answers rec[...]
         self.clock = clock  # the recording's: its statistics take none of the model's time
         self.every = every
         self.running = False  # between attach() and detach()
@@ -101,20 +113,29 @@ class ProbeEngine:
         if self._active():
             entered = time.perf_counter_ns()
             with self._quiet:
-                self.on_enter(module_index, args, kwargs)
+                self._keeping_failures(self.on_enter, module_index, args, kwargs)
             self._spent_since(entered)
 
     def _post_hook(self, module_index: int, module: nn.Module, args: tuple, *rest: Any) -> Any:
         if not self._active():
             return None
-        if len(rest) == 1:  # torch passes no kwargs exactly when the forward raised
+        # this frame is the one Module._call_impl called (functools.partial adds none)
+        if _forward_raised(rest, current_frame()):
             self.on_raise(module_index)
             return None
         entered = time.perf_counter_ns()
         with self._quiet:
-            self.on_leave(module_index, rest[1])
+            self._keeping_failures(self.on_leave, module_index, rest[1])
         self._spent_since(entered)
         return self._edit(module_index, rest[1])  # model code: its time is the model's
+
+    def _keeping_failures(self, record: Callable[..., None], *args: Any) -> None:
+        """Run ``record(*args)``, keeping its failure for the recorder to raise when the
+        block ends: a statistic's failure is the recorder's, never the user's forward's."""
+        try:
+            record(*args)
+        except Exception as exc:
+            self.failure = self.failure or exc
 
     def _spent_since(self, entered: int) -> None:
         if self.clock is not None:
@@ -169,8 +190,13 @@ class ProbeEngine:
         call_index = self._open.pop()
         if (module_index, "output") not in self._by_site:
             return None
+        try:  # a failing ``when`` is the recorder's failure; a failing edit the model's
+            probes = self._probes(module_index, call_index, "output")
+        except Exception as exc:
+            self.failure = self.failure or exc
+            return None
         edited = None
-        for probe in self._probes(module_index, call_index, "output"):
+        for probe in probes:
             if probe.edit is not None:
                 edited = probe.edit(output if edited is None else edited)
         return edited

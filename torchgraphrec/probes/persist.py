@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
@@ -11,7 +12,7 @@ import torch
 
 from torchgraphrec.graph import from_json, to_json
 from torchgraphrec.probes.reduce import Reducer
-from torchgraphrec.probes.store import FRAME_COLUMNS, Observation, Store, table_of
+from torchgraphrec.probes.store import FRAME_COLUMNS, Observation, SlotKey, Store, table_of
 from torchgraphrec.files import write_atomic
 
 __all__ = ["save", "load", "Records"]
@@ -50,10 +51,10 @@ def save(store: Store, graph: nx.DiGraph, folder: Union[str, Path]) -> Path:
     """Write ``index.json`` (rows and the recording's graph) and ``kept.pt`` into ``folder``."""
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
-    kept = {f"{module}{_SEP}{site}": {f"{path}{_SEP}{stat}": reducer.result()
-                                       for (path, stat), reducer in slots.items()}
+    kept = {f"{module}{_SEP}{site}": {f"{path}{_SEP}{stat}{_SEP}{number}": reducer.result()
+                                       for (path, stat, number), reducer in slots.items()}
             for (module, site), slots in store.reducers.items()}
-    rows = [[*seen, stat, float(value)] for seen, stat, value in store.rows]
+    rows = [[*seen, stat, _number(float(value))] for seen, stat, value in store.rows]
     index = {"format": _FORMAT, "version": 1, "columns": FRAME_COLUMNS, "rows": rows,
              "graph": json.loads(to_json(graph))}
     buffer = __import__("io").BytesIO()
@@ -71,10 +72,23 @@ def load(folder: Union[str, Path]) -> Records:
         raise ValueError(f"{source}: not saved probe records (no {_FORMAT!r} index.json)")
     store = Store()
     for *fields, stat, value in index["rows"]:
-        store.rows.append((Observation(*fields), stat, torch.tensor(value, dtype=torch.float64)))
+        store.rows.append((Observation(*fields), stat,
+                           torch.tensor(float(value), dtype=torch.float64)))
     kept = torch.load(source / "kept.pt", weights_only=True)
     for key, slots in kept.items():
         module, site = key.split(_SEP)
-        store.reducers[(module, site)] = {tuple(name.split(_SEP)): _Kept(value)  # type: ignore[misc]
+        store.reducers[(module, site)] = {_slot_key(name): _Kept(value)
                                           for name, value in slots.items()}
     return Records(from_json(json.dumps(index["graph"])), store)
+
+
+def _number(value: float) -> Union[float, str]:
+    """``value`` as strict JSON holds it: ``nan`` and the infinities (a first cosine, the
+    std of one element) as the strings ``float()`` reads back."""
+    return value if math.isfinite(value) else str(value)
+
+
+def _slot_key(name: str) -> SlotKey:
+    """A saved slot's key; files saved before probes were numbered have no number."""
+    path, stat, *number = name.split(_SEP)
+    return path, stat, int(number[0]) if number else 0

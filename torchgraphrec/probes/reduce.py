@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 
-__all__ = ["REDUCTIONS", "Reduction", "Reducer", "make_reducer"]
+__all__ = ["REDUCTIONS", "Reduction", "Reducer", "Entries", "make_reducer", "nbytes_of"]
 
 Reduction = Union[str, Callable[[Any, Any], Any]]
 REDUCTIONS = ("all", "last", "sum", "running")
@@ -28,17 +28,41 @@ class Reducer:
     def result(self) -> Any:
         raise NotImplementedError
 
+    def nbytes(self) -> int:
+        """The bytes of the tensors it holds (what ``memory_limit`` counts)."""
+        raise NotImplementedError
 
-class _All(Reducer):
+
+def nbytes_of(value: Any) -> int:
+    """The bytes of ``value``'s elements if it is a tensor, else 0."""
+    return value.element_size() * value.numel() if isinstance(value, torch.Tensor) else 0
+
+
+class Entries(Reducer):
+    """Every value, each at the position of its call (``None`` at the positions of the
+    calls it has no value for): the values of one call share a position across keys."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.values: list[torch.Tensor] = []
+        self.values: list[Optional[torch.Tensor]] = []
 
     def _add(self, value: torch.Tensor) -> None:
         self.values.append(value)
 
-    def result(self) -> list[torch.Tensor]:
+    def holds(self, position: int) -> bool:
+        return position < len(self.values) and self.values[position] is not None
+
+    def put(self, position: int, value: torch.Tensor) -> None:
+        """Keep ``value`` at ``position`` (a call's, given by the store)."""
+        self.count += 1
+        self.values.extend([None] * (position + 1 - len(self.values)))
+        self.values[position] = value
+
+    def result(self) -> list[Optional[torch.Tensor]]:
         return list(self.values)
+
+    def nbytes(self) -> int:
+        return sum(nbytes_of(value) for value in self.values)
 
 
 class _Fold(Reducer):
@@ -51,6 +75,9 @@ class _Fold(Reducer):
 
     def result(self) -> Any:
         return self.value
+
+    def nbytes(self) -> int:
+        return nbytes_of(self.value)
 
 
 class _Running(Reducer):
@@ -76,6 +103,9 @@ class _Running(Reducer):
         return {"mean": self.mean, "var": var, "min": self.low, "max": self.high,
                 "count": self.count}
 
+    def nbytes(self) -> int:
+        return 4 * nbytes_of(self.mean)  # mean, m2, low and high
+
 
 def make_reducer(reduce: Reduction) -> Reducer:
     """A fresh reducer for ``reduce``.
@@ -89,5 +119,5 @@ def make_reducer(reduce: Reduction) -> Reducer:
     """
     if callable(reduce):
         return _Fold(reduce)
-    return {"all": _All, "last": lambda: _Fold(lambda _old, new: new),
+    return {"all": Entries, "last": lambda: _Fold(lambda _old, new: new),
             "sum": lambda: _Fold(torch.add), "running": _Running}[reduce]()

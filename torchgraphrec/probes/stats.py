@@ -1,14 +1,15 @@
 """Statistics a probe keeps of each tensor it sees: named ones, ``full`` copies, or callables.
 
 Each statistic maps a tensor to a tensor (a 0-d one for scalars) and never changes its input.
-Integer and bool tensors are read as floats.
+Integer and bool tensors are read as floats; norms of half-precision tensors are computed in
+float32 (their squares overflow float16). A statistic of an empty tensor is ``nan`` where it
+has no value (``mean``, ``std``, ``min``, ``max``, ``absmax``, ``rms``).
 
->>> import math
-
-import torch
 >>> x = torch.tensor([[3.0, -4.0], [0.0, 0.0]])
 >>> float(rms(x)), float(l2(x)), float(absmax(x)), float(nonzero(x)), float(dead(x))
 (2.5, 5.0, 4.0, 0.5, 0.75)
+>>> float(max(torch.empty(0))), float(rms(torch.full((4,), 300.0, dtype=torch.float16)))
+(nan, 300.0)
 """
 
 from __future__ import annotations
@@ -51,26 +52,41 @@ def std(tensor: torch.Tensor) -> torch.Tensor:
     return values.std() if values.numel() > 1 else values.new_tensor(float("nan"))
 
 
+def _nan_if_empty(reduction: Callable[[torch.Tensor], torch.Tensor],
+                  values: torch.Tensor) -> torch.Tensor:
+    """``reduction(values)``, or ``nan`` for an empty tensor (torch's ``min`` and ``max``
+    refuse one: an empty batch must not fail the user's forward)."""
+    return reduction(values) if values.numel() else values.new_tensor(float("nan"))
+
+
 def min(tensor: torch.Tensor) -> torch.Tensor:  # noqa: A001 - the statistic's own name
-    return _float(tensor).min()
+    return _nan_if_empty(torch.min, _float(tensor))
 
 
 def max(tensor: torch.Tensor) -> torch.Tensor:  # noqa: A001
-    return _float(tensor).max()
+    return _nan_if_empty(torch.max, _float(tensor))
 
 
 def absmax(tensor: torch.Tensor) -> torch.Tensor:
-    return _float(tensor).abs().max()
+    return _nan_if_empty(torch.max, _float(tensor).abs())
+
+
+def _norm(tensor: torch.Tensor) -> torch.Tensor:
+    # float16's largest value is 65504: the sum of squares of a few hundred activations of
+    # a few hundred overflows it, so half types are summed (and answered) in float32
+    values = _float(tensor)
+    return torch.linalg.vector_norm(values, dtype=torch.promote_types(values.dtype,
+                                                                      torch.float32))
 
 
 def l2(tensor: torch.Tensor) -> torch.Tensor:
-    return torch.linalg.vector_norm(_float(tensor))
+    return _norm(tensor)
 
 
 def rms(tensor: torch.Tensor) -> torch.Tensor:
     # one fused reduction: pow(2).mean() makes a squared copy of every activation first
     count = tensor.numel()
-    return torch.linalg.vector_norm(_float(tensor)) / (math.sqrt(count) if count else math.nan)
+    return _norm(tensor) / (math.sqrt(count) if count else math.nan)
 
 
 def nonzero(tensor: torch.Tensor) -> torch.Tensor:

@@ -8,10 +8,11 @@ from typing import Any, NamedTuple, Optional, Sequence, Union
 import torch
 
 from torchgraphrec.probes.probe import Probe
-from torchgraphrec.probes.reduce import Reducer, make_reducer
+from torchgraphrec.probes.reduce import Entries, Reducer, Reduction, make_reducer, nbytes_of
+from torchgraphrec.probes.stats import Keeper
 from torchgraphrec.probes.shards import local_shard
 
-__all__ = ["Observation", "Store", "table_of", "FRAME_COLUMNS"]
+__all__ = ["Observation", "SlotKey", "Store", "table_of", "FRAME_COLUMNS"]
 
 FRAME_COLUMNS = ["epoch", "step", "module", "type", "call_index", "site", "path", "stat", "value"]
 
@@ -28,42 +29,120 @@ class Observation(NamedTuple):
     path: str
 
 
+#: A kept value's key within its ``(module, site)``: path, statistic, and the number of
+#: the probe that keeps it (probes that overlap keep apart).
+SlotKey = tuple[str, str, int]
+
+
 class Store:
-    """Everything probes kept, within an optional memory limit for non-scalar values."""
+    """Everything probes kept, within an optional memory limit for non-scalar values.
+
+    ``memory_limit`` bounds the bytes of non-scalar values held: kept tensors, the values
+    reducers hold, and the copies ``cosine`` remembers. Past it, a new tensor is refused
+    (``cosine`` answers ``nan`` for a record it cannot remember) but scalar statistics are
+    kept, and a reducer that already holds a value keeps updating it in the same memory."""
 
     def __init__(self, memory_limit: Optional[int] = None) -> None:
         self.memory_limit = memory_limit
         self.bytes = 0
         self.full = False
-        self.reducers: dict[tuple[str, str], dict[tuple[str, str], Reducer]] = {}
+        self.reducers: dict[tuple[str, str], dict[SlotKey, Reducer]] = {}
         self.rows: list[tuple[Observation, str, torch.Tensor]] = []
         self.memory: dict[Any, torch.Tensor] = {}  # what remembering statistics remember
         self.numels: dict[int, int] = {}  # row -> its tensor's elements (reduce_ranks)
         self.rank: Optional[int] = None  # under torch.distributed: frame() has a rank column
+        #: each (module, site)'s calls, ``((epoch, step, call_index), repeat)``, in the order
+        #: values came: the position of a ``reduce="all"`` value in its ``Entries``
+        self.positions: dict[tuple[str, str], dict[tuple[tuple[int, int, int], int], int]] = {}
+        self._numbers: dict[int, int] = {}  # id(probe) -> its number
+        self._probes: list[Probe] = []  # what the numbers belong to (keeping their ids)
+
+    def number(self, probes: Sequence[Probe]) -> None:
+        """Number ``probes`` in this order: where several keep values for one
+        ``(module, site)``, :meth:`get` answers with the first one's."""
+        for probe in probes:
+            self._number_of(probe)
+
+    def _number_of(self, probe: Probe) -> int:
+        found = self._numbers.get(id(probe))
+        if found is None:
+            found = self._numbers[id(probe)] = len(self._probes)
+            self._probes.append(probe)
+        return found
 
     def add(self, probe: Probe, seen: Observation, tensor: torch.Tensor) -> None:
         """Apply each of ``probe``'s statistics to ``tensor`` (this rank's shard of a
         ``DTensor``) and keep the results."""
         tensor = local_shard(tensor)
+        number = self._number_of(probe)
+        slots = self.reducers.setdefault((seen.module, seen.site), {})
         for keeper in probe.keepers:
-            key = (seen.module, seen.call_index, seen.site, seen.path, keeper.name)
-            value = keeper(key, tensor, self.memory)
-            if value.dim() == 0 and probe.reduce == "all":  # a reduction is a memory choice
-                self.numels[len(self.rows)] = tensor.numel()
-                self.rows.append((seen, keeper.name, value.detach()))
-            elif not self._room_for(value):
-                continue
-            slots = self.reducers.setdefault((seen.module, seen.site), {})
-            slot = slots.get((seen.path, keeper.name))
-            if slot is None:
-                slot = slots[(seen.path, keeper.name)] = make_reducer(probe.reduce)
-            slot.add(value.detach())
+            key = (number, seen.module, seen.call_index, seen.site, seen.path, keeper.name)
+            value = self._apply(keeper, key, tensor).detach()
+            slot_key = (seen.path, keeper.name, number)
+            if probe.reduce == "all":
+                self._keep(slots, slot_key, seen, value, tensor.numel())
+            else:
+                self._fold(slots, slot_key, probe.reduce, value)
 
-    def _room_for(self, value: torch.Tensor) -> bool:
-        if self.memory_limit is None:
-            return True
-        size = value.element_size() * value.numel()
-        if self.bytes + size > self.memory_limit:
+    def _apply(self, keeper: Keeper, key: Any, tensor: torch.Tensor) -> torch.Tensor:
+        """``keeper``'s value of ``tensor``, charging what it remembers under ``key``
+        (``cosine``'s copy) as any tensor held; a copy with no room is forgotten."""
+        held = nbytes_of(self.memory.get(key))
+        value = keeper(key, tensor, self.memory)
+        grown = nbytes_of(self.memory.get(key)) - held
+        if grown <= 0:
+            self.bytes += grown
+        elif not self._room_for(grown):
+            del self.memory[key]
+            self.bytes -= held  # the copy it replaced is gone too
+        return value
+
+    def _keep(self, slots: dict[SlotKey, Reducer], slot_key: SlotKey, seen: Observation,
+              value: torch.Tensor, numel: int) -> None:
+        """Keep one call's ``value`` (``reduce="all"``): a scalar as a row too, a tensor
+        only where there is room."""
+        if value.dim() == 0:  # a reduction is a memory choice
+            self.numels[len(self.rows)] = numel
+            self.rows.append((seen, slot_key[1], value))
+        elif not self._room_for(nbytes_of(value)):
+            return
+        slot = slots.get(slot_key)
+        if slot is None:
+            slot = slots[slot_key] = Entries()
+        slot.put(self._position(seen, slot), value)  # type: ignore[attr-defined]
+
+    def _position(self, seen: Observation, slot: Reducer) -> int:
+        """Where the value ``seen`` goes in ``slot``: its call's position, shared by every
+        key of the ``(module, site)`` (a call seen again, a second backward, takes a new
+        one)."""
+        positions = self.positions.setdefault((seen.module, seen.site), {})
+        call, repeat = (seen.epoch, seen.step, seen.call_index), 0
+        while True:
+            position = positions.setdefault((call, repeat), len(positions))
+            if not slot.holds(position):  # type: ignore[attr-defined]
+                return position
+            repeat += 1
+
+    def _fold(self, slots: dict[SlotKey, Reducer], slot_key: SlotKey, reduce: Reduction,
+              value: torch.Tensor) -> None:
+        """Fold ``value`` into its reducer, charging what the reducer holds: a new one
+        holding a tensor needs room; one already held keeps updating in its memory."""
+        slot = slots.get(slot_key)
+        fresh = slot is None
+        if slot is None:
+            slot = make_reducer(reduce)
+        held = slot.nbytes()
+        slot.add(value)
+        grown = slot.nbytes() - held if value.dim() else 0  # scalars are always kept
+        if not fresh:
+            self.bytes += grown
+        elif grown == 0 or self._room_for(grown):
+            slots[slot_key] = slot
+
+    def _room_for(self, size: int) -> bool:
+        """Whether ``size`` more bytes fit in the limit; they are then counted."""
+        if self.memory_limit is not None and self.bytes + size > self.memory_limit:
             if not self.full:
                 warnings.warn(f"torchgraphrec: probes reached their memory limit of "
                               f"{self.memory_limit:,} bytes; whole tensors are no longer kept "
@@ -80,12 +159,13 @@ class Store:
             known = sorted({f"{m!r}, {s!r}" for m, s in self.reducers})
             raise KeyError(f"nothing was recorded for ({module!r}, {site!r}); recorded: "
                            f"{known[:10]}")
-        results = {key: reducer.result() for key, reducer in slots.items()}
-        stats = list(dict.fromkeys(stat for _, stat in slots))
+        results = _first_probe_wins(slots)
+        stats = list(dict.fromkeys(stat for _, stat in results))
         if isinstance(next(iter(results.values())), list):
             calls = max(len(values) for values in results.values())
-            return [_simplify({key: values[i] for key, values in results.items()
-                               if i < len(values)}, stats) for i in range(calls)]
+            entries = ({key: values[i] for key, values in results.items()
+                        if i < len(values) and values[i] is not None} for i in range(calls))
+            return [_simplify(entry, stats) for entry in entries if entry]
         return _simplify(results, stats)
 
     def frame(self) -> Any:
@@ -103,6 +183,20 @@ class Store:
         if self.rank is not None:
             table.insert(0, "rank", self.rank)
         return table
+
+
+def _first_probe_wins(slots: dict[SlotKey, Reducer]) -> dict[tuple[str, str], Any]:
+    """The results by ``(path, stat)`` of the first probe (by number) that kept something
+    here, with those of later probes that reduce alike and keep other statistics: a later
+    probe's ``rms`` never mixes its calls into the first one's."""
+    first = min(number for _, _, number in slots)
+    listed = isinstance(next(r for (_, _, n), r in slots.items() if n == first).result(), list)
+    results: dict[tuple[str, str], Any] = {}
+    for (path, stat, _), reducer in sorted(slots.items(), key=lambda item: item[0][2]):
+        result = reducer.result()
+        if isinstance(result, list) == listed:
+            results.setdefault((path, stat), result)
+    return results
 
 
 def _simplify(entry: dict[tuple[str, str], Any], stats: list[str]) -> Any:
