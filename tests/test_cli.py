@@ -343,8 +343,9 @@ def test_render_color_by_saved_bytes_records_them(factory_file: Path, tmp_path: 
 def test_render_show_costs_of_a_saved_recording_without_them(tmp_path: Path) -> None:
     assert main(["demo", "-o", str(tmp_path)]) == 0
     out = tmp_path / "plain.dot"
-    assert main(["render", str(tmp_path / "demo.json"), "-o", str(out), "--color-by",
-                 "flops"]) == 0
+    with pytest.warns(UserWarning, match="the recording has no 'flops' value"):
+        assert main(["render", str(tmp_path / "demo.json"), "-o", str(out), "--color-by",
+                     "flops"]) == 0
     assert "legend" not in out.read_text(encoding="utf-8")  # nothing to colour by
 
 

@@ -51,9 +51,11 @@ def test_color_by_paints_nodes_and_draws_a_legend(trained) -> None:
     assert not re.search(r'"#[0-9a-fA-F]{3}"', dot)
 
 
-def test_color_by_an_absent_attribute_draws_as_usual(trained) -> None:
+def test_color_by_an_absent_attribute_draws_as_usual_and_says_so(trained) -> None:
     plain = trained.recording.to_dot()
-    assert trained.recording.to_dot(color_by="output.nothing") == plain
+    with pytest.warns(UserWarning, match=r"no 'output.nothing' value, so nothing is coloured "
+                                         r"\(values it has: .*'grad_output.rms'"):
+        assert trained.recording.to_dot(color_by="output.nothing") == plain
 
 
 def test_repeated_forwards_stay_apart_and_do_not_cross(trained) -> None:
