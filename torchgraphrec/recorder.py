@@ -202,7 +202,8 @@ class Recorder:
             exc.add_note("torchgraphrec: memory=True counts saved bytes with saved-tensor "
                          "hooks, which this forward refuses (torch.func's grad, vjp, jacrev "
                          "and hessian do); record it without memory=True")
-        elif type(exc).__module__.startswith("torch._dynamo"):
+        elif type(exc).__module__.startswith("torch._dynamo") and \
+                "torchgraphrec" in str(exc):  # dynamo's message names the frame it failed in
             exc.add_note("torchgraphrec: code this forward compiles whole (torch.cond's "
                          "branches, torch.compile(fullgraph=True)) cannot trace the "
                          "recorder's hooks, so it cannot be recorded; record the modules "

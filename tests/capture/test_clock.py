@@ -175,3 +175,19 @@ def test_a_processs_first_recording_under_a_users_hooks_shows_them_only_the_mode
     assert "('Linear', (3, 4))" in plain_calls
     if readable == "True":  # else torch cannot say that the user's pack hook is there
         assert recorded == plain
+
+
+def test_costs_measured_once_serve_every_later_recording_under_any_hooks() -> None:
+    # measuring is what must not run through the user's hooks (or an outer recorder's);
+    # once measured, the costs are the process's, whatever hooks come later
+    measured = calibrate.dispatch_costs()
+    if measured == calibrate.NO_COSTS:
+        pytest.skip("nothing could be measured in this process")
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda m, a: None)
+    try:
+        assert calibrate.dispatch_costs() == measured
+        with tgr.Recorder(nn.Linear(2, 2)) as outer:
+            inner = Capture(outer.model)
+            assert inner.state.clock.costs == measured
+    finally:
+        handle.remove()

@@ -546,6 +546,9 @@ def test_saved_bytes_under_a_users_pack_hook_that_lets_the_tensor_go_are_all_cou
         assert _saved_by_op(tgr.record(model(), x, memory=True).graph) == expected
 
 
+@pytest.mark.skipif(not torch_names.SAVED_TENSOR_HOOKS_READABLE,
+                    reason="this torch cannot tell which saved-tensor hooks are active, so "
+                           "memory=True pushes none")
 def test_memory_true_under_torch_func_says_what_to_do_instead() -> None:
     class UsesFuncGrad(nn.Module):
         def __init__(self) -> None:

@@ -296,7 +296,8 @@ def register_global_forward_hook(hook: Callable, **options: bool) -> Any:
     of the hook behind once removed.
 
     >>> before = dict(_GLOBAL_FORWARD_HOOKS_WITH_KWARGS)
-    >>> handle = register_global_forward_hook(lambda *args: None, with_kwargs=True)
+    >>> options = {"with_kwargs": True} if GLOBAL_FORWARD_HOOKS_TAKE_KWARGS else {}
+    >>> handle = register_global_forward_hook(lambda *args: None, **options)
     >>> handle.remove()
     >>> _GLOBAL_FORWARD_HOOKS_WITH_KWARGS == before
     True

@@ -44,8 +44,8 @@ NO_COSTS = DispatchCosts(0, 0, 0, 0)
 
 
 def dispatch_costs() -> DispatchCosts:
-    """The costs, measured once per process (in a few tens of milliseconds), or
-    :data:`NO_COSTS` where measuring would run through a user's own modes or hooks
+    """The costs, measured once per process (in a few tens of milliseconds); until they
+    are, :data:`NO_COSTS` where measuring would run through a user's own modes or hooks
     (a torch-function or dispatch mode, global module hooks or saved-tensor hooks are
     active, in a backward, in inference mode) or cannot run (saved-tensor hooks disabled).
 
@@ -53,7 +53,7 @@ def dispatch_costs() -> DispatchCosts:
     >>> all(value >= 0 for value in costs)
     True
     """
-    return _measured() if _measurable() else NO_COSTS
+    return _measured() if _measured.cache_info().currsize or _measurable() else NO_COSTS
 
 
 def dispatch_mode_cost() -> int:
@@ -63,7 +63,8 @@ def dispatch_mode_cost() -> int:
     >>> dispatch_mode_cost() >= 0
     True
     """
-    return _measured_dispatch() if _measurable() else 0
+    return _measured_dispatch() if _measured_dispatch.cache_info().currsize or _measurable() \
+        else 0
 
 
 def _measurable() -> bool:

@@ -85,9 +85,9 @@ class SavedBytes:
         self.counted: set[int] = set()  # the ops of forwards that counted saved bytes
         # (op index, tensor) saved and not counted yet (see HELD_SAVED)
         self._saved: list[tuple[int, torch.Tensor]] = []
-        # storage address -> a weak reference to the storage counted there, where the
-        # user's hooks take the tensors (see _count_unheld)
-        self._unheld: dict[int, Any] = {}
+        # weak references to the storages counted where the user's hooks take the tensors
+        # (see _count_unheld)
+        self._unheld: list[Any] = []
         self._first_op = 0
         self._warned = False
 
@@ -151,7 +151,7 @@ class SavedBytes:
             pop_saved_tensor_hooks()
         self.done = set()
         self._saved = []
-        self._unheld = {}
+        self._unheld = []
 
     def _count(self, storage: Any, index: int) -> None:
         """Add ``storage``'s bytes to op ``index``, once."""
@@ -161,16 +161,12 @@ class SavedBytes:
             self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
 
     def _count_unheld(self, storage: Any, index: int) -> None:
-        """:meth:`_count` for a storage not held until the forward ends (the user's pack
-        hook may let it go): where one counted before at its address is gone, this is
-        another storage, counted anew."""
-        key = storage._cdata
-        known = self._unheld.get(key)
-        if known is not None and known.expired():
-            self.done.discard(key)
-            known = None
-        if known is None and key not in self.done:
-            self._unheld[key] = storage_weak_ref(storage)
+        """:meth:`_count` for a storage the recorder does not hold (the user's pack hook may
+        let it go, and then another storage could take its address and be taken for it): a
+        weak reference keeps the storage's record, and so its address, until the forward
+        ends, without keeping its memory."""
+        if storage._cdata not in self.done:
+            self._unheld.append(storage_weak_ref(storage))
         self._count(storage, index)
 
     def _pack(self, tensor: torch.Tensor) -> Any:
