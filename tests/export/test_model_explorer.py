@@ -144,3 +144,15 @@ def test_each_attribute_key_is_written_once_times_rounded_from_their_stamps() ->
         for key in ("forward_ms", "backward_ms"):
             if key in pairs:
                 assert re.fullmatch(r"\d+\.\d{3}", pairs[key]), (path, key, pairs[key])
+
+
+def test_instant_ops_show_a_time_of_zero() -> None:
+    # autograd's ops are instants (their stamps equal): their forward_ms is 0, and shown
+    graph = tgr.record(*fresh("mlp"), ops="autograd").graph
+    document = json.loads(to_model_explorer(graph))
+    instants = [n for n, a in nodes_of(graph, "op").items() if a["t_end_ns"] == a["t_start_ns"]]
+    assert instants
+    for node in instants:
+        times = [item["value"] for item in me_nodes(document)[node]["attrs"]
+                 if item["key"] == "forward_ms"]
+        assert times == ["0.000"], node

@@ -454,6 +454,20 @@ def test_memory_limit_keeps_reduced_probes_updating() -> None:
     assert rec.store.bytes <= 200
 
 
+def test_memory_limit_bounds_a_fold_that_grows() -> None:
+    model = _mlp(False)
+    grows = tgr.probe("output", where=S.name("0"), keep="full",
+                      reduce=lambda old, new: torch.cat([old, new]))
+    with pytest.warns(UserWarning, match="reached their memory limit of 400 bytes"):
+        with tgr.Recorder(model, probes=[grows], memory_limit=400) as rec:
+            for _ in range(10):  # 2 x 8 float32 outputs: 64 bytes a step
+                model(torch.randn(2, 4))
+                rec.step()
+    assert rec.store.bytes <= 400
+    assert sum(slot.nbytes() for slots in rec.store.reducers.values()
+               for slot in slots.values()) == rec.store.bytes
+
+
 def test_memory_limit_counts_what_cosine_remembers() -> None:
     model = _mlp(False)
     with pytest.warns(UserWarning, match="reached their memory limit of 100 bytes"):

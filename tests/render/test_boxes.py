@@ -70,7 +70,7 @@ def _ops(dot: str) -> set[str]:
 def test_ops_between_modules_are_drawn(resnet: tgr.Recording) -> None:
     assert _ops(resnet.to_dot()) == {"add"}  # the residual add in the block
     # the flatten in forward only lays the elements out anew: an edge labelled reshape
-    assert 'label=reshape' in resnet.to_dot()
+    assert ' label=reshape' in resnet.to_dot()
     assert _ops(resnet.to_dot(include_ops="all")) == {"add", "flatten"}
 
 

@@ -112,7 +112,7 @@ def test_shared_inputs_markers_and_reshape_labels_are_to_dots(composer: Any) -> 
     torch.manual_seed(0)
     graph = tgr.record(_Shared(), torch.randn(2, 4)).graph
     assert "tgr-marker" in to_dot(graph, fold_repeats=False, depth=1)
-    assert "label=reshape" in to_dot(graph, expand_leaves=True)
+    assert " label=reshape" in to_dot(graph, expand_leaves=True)
     _same_as_to_dot(composer, graph, (*STATES, {"depth": None, "expand_leaves": True},
                                       {"depth": None, "fold_repeats": False,
                                        "expand_leaves": True}))

@@ -41,9 +41,9 @@ def attribute_text(value: Any) -> str:
 
 
 def _milliseconds(attrs: dict, start: str, end: str) -> Optional[str]:
-    if start in attrs and end in attrs and attrs[end] > attrs[start]:
-        return f"{(attrs[end] - attrs[start]) / 1e6:.3f}"
-    return None  # autograd ops are instants; a backward may not have been recorded
+    if start in attrs and end in attrs and attrs[end] >= attrs[start]:
+        return f"{(attrs[end] - attrs[start]) / 1e6:.3f}"  # 0.000 for autograd's instants
+    return None  # a backward may not have been recorded
 
 
 def _shapes(graph: nx.DiGraph, ids: Iterable[str]) -> str:

@@ -112,9 +112,9 @@ STATS: dict[str, Stat] = {
 
 class Keeper:
     """One statistic as a probe applies it: ``keeper(key, tensor, memory)``. ``key`` names
-    the record (module, call index, site, path, statistic) and ``memory`` is a dict the
-    store keeps for statistics that remember; a keeper holds no state of its own, so one
-    probe can serve several recorders."""
+    the record (probe number, module, call index, site, path, statistic) and ``memory`` is
+    a dict the store keeps for statistics that remember; a keeper holds no state of its
+    own, so one probe can serve several recorders."""
 
     def __init__(self, name: str, function: Stat) -> None:
         self.name, self.function = name, function

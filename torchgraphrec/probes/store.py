@@ -127,7 +127,9 @@ class Store:
     def _fold(self, slots: dict[SlotKey, Reducer], slot_key: SlotKey, reduce: Reduction,
               value: torch.Tensor) -> None:
         """Fold ``value`` into its reducer, charging what the reducer holds: a new one
-        holding a tensor needs room; one already held keeps updating in its memory."""
+        holding a tensor needs room; one already held keeps updating in its memory, and
+        where it grows (a custom fold that concatenates), the growth needs room too, else
+        the reducer is let go as any whole tensor past the limit."""
         slot = slots.get(slot_key)
         fresh = slot is None
         if slot is None:
@@ -135,10 +137,14 @@ class Store:
         held = slot.nbytes()
         slot.add(value)
         grown = slot.nbytes() - held if value.dim() else 0  # scalars are always kept
-        if not fresh:
-            self.bytes += grown
-        elif grown == 0 or self._room_for(grown):
+        if grown <= 0:
+            self.bytes += 0 if fresh else grown
             slots[slot_key] = slot
+        elif self._room_for(grown):
+            slots[slot_key] = slot
+        elif not fresh:
+            del slots[slot_key]
+            self.bytes -= held
 
     def _room_for(self, size: int) -> bool:
         """Whether ``size`` more bytes fit in the limit; they are then counted."""

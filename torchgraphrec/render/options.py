@@ -62,8 +62,8 @@ class RenderOptions:
             level are drawn as one box).
         include_tensors: draw the tensors between calls (the model's inputs and outputs
             are always drawn).
-        include_params: draw parameters and buffers beside the ops that use them (they are
-            always counted in their module's box).
+        include_params: draw parameters and buffers just above the ops that use them, inside
+            their module (they are always counted in their module's box).
         include_ops: draw the ops that code runs between modules (``add``, ``cat``...); a
             chain of layout-only ops between two drawn nodes (``view``, ``reshape``,
             ``transpose``, ``contiguous``...) is one edge labelled ``reshape``, and an

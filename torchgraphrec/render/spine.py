@@ -1,4 +1,4 @@
-"""Layout hints: the main path straight, parameters beside their op, q, k, v in a row."""
+"""Layout hints: the main path straight, parameters just above their op, q, k, v in a row."""
 
 from __future__ import annotations
 

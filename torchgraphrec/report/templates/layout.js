@@ -59,11 +59,14 @@ function tgrLocalEdges(composed, members) {
     const k = upS.findIndex((c, at) => at > 0 && shared.has(c)), top = upS[k];
     const l = upT.indexOf(top), attrs = attrsOf[e];
     const from = tgrLocalName(upS[k - 1]), to = tgrLocalName(upT[l - 1]);
-    add(top, from, to, attrs, label);
+    // the ranks an edge into an op under its parameters spans belong to its part that ends
+    // at the op (DotWriter.flow_rank_attr); elsewhere they would add empty ranks
+    const rankless = (a) => a.replace(/ minlen=\d+| weight=\d+/g, "");
+    add(top, from, to, l === 1 ? attrs : rankless(attrs), label);
     // an edge's label is written once, on its part in the module holding both ends
     const unlabelled = attrs.replace(/ x?label=(?:"(?:[^"\\]|\\.)*"|[^\s\]]+)/, "");
     const inPort = unlabelled.replace(/ id="([^"]*)"/, ' id="$1-in"');
-    const outPort = unlabelled.replace(/ id="([^"]*)"/, ' id="$1-out"');
+    const outPort = rankless(unlabelled.replace(/ id="([^"]*)"/, ' id="$1-out"'));
     // a port per element outside the module its part outside leaves or reaches (the part
     // is one line, drawn once: what it carries enters or leaves at one point)
     const po = "po" + to, pi = "pi" + from;
@@ -73,7 +76,8 @@ function tgrLocalEdges(composed, members) {
     }
     for (let at = 1; at < l; at++) {
       const outer = (at + 1 < l ? pi : from) + "->" + tgrLocalName(upT[at]);
-      add(upT[at], port(upT[at], pi, outer, "in"), tgrLocalName(upT[at - 1]), inPort, label);
+      add(upT[at], port(upT[at], pi, outer, "in"), tgrLocalName(upT[at - 1]),
+          at === 1 ? inPort : rankless(inPort), label);
     }
   });
   return {local, ports, joins};
