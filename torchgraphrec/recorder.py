@@ -202,8 +202,7 @@ class Recorder:
             exc.add_note("torchgraphrec: memory=True counts saved bytes with saved-tensor "
                          "hooks, which this forward refuses (torch.func's grad, vjp, jacrev "
                          "and hessian do); record it without memory=True")
-        elif type(exc).__module__.startswith("torch._dynamo") and \
-                "torchgraphrec" in str(exc):  # dynamo's message names the frame it failed in
+        elif type(exc).__module__.startswith("torch._dynamo") and _failed_in_recorder(exc):
             exc.add_note("torchgraphrec: code this forward compiles whole (torch.cond's "
                          "branches, torch.compile(fullgraph=True)) cannot trace the "
                          "recorder's hooks, so it cannot be recorded; record the modules "
@@ -306,6 +305,18 @@ class Recorder:
         """The recorded graph (``self.recording.graph``); read inside a forward, it holds
         the forwards finished so far."""
         return self.recording.graph
+
+
+def _failed_in_recorder(exc: BaseException) -> bool:
+    """Whether dynamo's error, or one it was raised from, says it failed in the recorder's
+    own frames (by their file, or the clock they read first)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        text = str(exc)
+        if "torchgraphrec" in text or "perf_counter_ns" in text:
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def _as_args(args: Any) -> tuple:
