@@ -158,10 +158,13 @@ def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
+@pytest.mark.needs("pinned_torch")  # the models' ops, and so the drawings, follow the stack
 @pytest.mark.parametrize("name", ["gpt2", "bert"])
 def test_edge_labels_keep_clear_of_cluster_borders_and_boxes(name: str) -> None:
     # labels placed after layout (xlabel) sat on GPT-2's root border (ln_f into the logits)
-    # and on BERT's attention output title; a label the layout makes room for cannot
+    # and on BERT's attention output title; a label the layout makes room for does not here.
+    # (With transformers 4, BERT's mask reaches attention from the model's top through four
+    # module borders, and its label can still sit on one of them.)
     pytest.importorskip("transformers")
     dot = tgr.record(*fresh(name)).to_dot()
     assert " xlabel=" not in dot
