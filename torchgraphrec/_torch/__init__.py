@@ -108,8 +108,9 @@ def top_saved_tensor_hooks() -> Optional[tuple[Callable, Callable]]:
 
 
 def storage_weak_ref(storage: Any) -> Any:
-    """A weak reference to an ``UntypedStorage`` whose ``expired()`` says whether it is gone
-    (another storage may then have its address, ``_cdata``).
+    """A weak reference to an ``UntypedStorage``: it keeps the storage's record, and so its
+    address (``_cdata``), from being taken by another storage, but not its memory;
+    ``expired()`` says whether the storage itself is gone.
 
     >>> storage = torch.zeros(2).untyped_storage()
     >>> ref = storage_weak_ref(storage)
@@ -268,6 +269,10 @@ def global_module_hooks() -> int:
     return sum(map(len, _GLOBAL_CALL_HOOKS))
 
 
+_GLOBAL_FORWARD_HOOKS_WITH_KWARGS: dict = getattr(
+    torch.nn.modules.module, "_global_forward_hooks_with_kwargs", {})
+
+
 class _GlobalForwardHookHandle:
     """The handle of a global forward hook, whose ``remove()`` also takes the hook's id out
     of torch's table of global hooks given keyword arguments, where torch leaves it (one
@@ -285,10 +290,6 @@ class _GlobalForwardHookHandle:
     def remove(self) -> None:
         self._handle.remove()
         _GLOBAL_FORWARD_HOOKS_WITH_KWARGS.pop(self._handle.id, None)
-
-
-_GLOBAL_FORWARD_HOOKS_WITH_KWARGS: dict = getattr(
-    torch.nn.modules.module, "_global_forward_hooks_with_kwargs", {})
 
 
 def register_global_forward_hook(hook: Callable, **options: bool) -> Any:
@@ -334,6 +335,19 @@ def global_module_hooks_aside() -> Iterator[None]:
             hooks.update(added)
 
 
+@contextlib.contextmanager
+def _probe_pre_hook(look: Callable) -> Iterator[Any]:
+    """``look`` as the only global forward pre-hook for the block (its handle given): a
+    feature probe's call, made without tensors so that no mode of the user's sees it, then
+    reaches no hook of the user's either."""
+    with global_module_hooks_aside():
+        handle = register_module_forward_pre_hook(look)
+        try:
+            yield handle
+        finally:
+            handle.remove()
+
+
 @functools.lru_cache(maxsize=None)
 def call_kwargs_readable() -> bool:
     """Whether a global forward pre-hook can read its call's keyword arguments with
@@ -351,12 +365,8 @@ def call_kwargs_readable() -> bool:
         if module is probe:
             found.append(call_kwargs(current_frame()))
 
-    with global_module_hooks_aside():  # no tensor either: no mode of the user's sees it
-        handle = register_module_forward_pre_hook(look)
-        try:
-            probe(input=None)
-        finally:
-            handle.remove()
+    with _probe_pre_hook(look):
+        probe(input=None)
     return bool(found) and "input" in found[0]
 
 
@@ -397,15 +407,11 @@ def global_pre_hook_takes_kwargs_by_id() -> bool:
         if module is probe:
             found.append(kwargs)
 
-    with global_module_hooks_aside():  # no tensor either: no mode of the user's sees it
-        handle = register_module_forward_pre_hook(look)
-        try:
-            tables = give_call_kwargs([probe], handle.id)
-            probe(input=None)
-            take_call_kwargs(tables, handle.id)
-            probe(input=None)
-        finally:
-            handle.remove()
+    with _probe_pre_hook(look) as handle:
+        tables = give_call_kwargs([probe], handle.id)
+        probe(input=None)
+        take_call_kwargs(tables, handle.id)
+        probe(input=None)
     return len(found) == 2 and found[0] == {"input": None} and found[1] is None
 
 

@@ -53,7 +53,7 @@ def dispatch_costs() -> DispatchCosts:
     >>> all(value >= 0 for value in costs)
     True
     """
-    return _measured() if _measured.cache_info().currsize or _measurable() else NO_COSTS
+    return _measured() if _may_measure(_measured) else NO_COSTS
 
 
 def dispatch_mode_cost() -> int:
@@ -63,8 +63,13 @@ def dispatch_mode_cost() -> int:
     >>> dispatch_mode_cost() >= 0
     True
     """
-    return _measured_dispatch() if _measured_dispatch.cache_info().currsize or _measurable() \
-        else 0
+    return _measured_dispatch() if _may_measure(_measured_dispatch) else 0
+
+
+def _may_measure(measured: Any) -> bool:
+    """Whether ``measured`` (one of the cached measurements) may be asked: it has measured
+    already, whatever hooks are there now, or it can measure here."""
+    return bool(measured.cache_info().currsize) or _measurable()
 
 
 def _measurable() -> bool:
