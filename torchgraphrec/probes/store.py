@@ -137,8 +137,8 @@ class Store:
         held = slot.nbytes()
         slot.add(value)
         grown = slot.nbytes() - held if value.dim() else 0  # scalars are always kept
-        if grown <= 0:
-            self.bytes += 0 if fresh else grown
+        if grown <= 0:  # a fresh reducer's is then 0
+            self.bytes += grown
             slots[slot_key] = slot
         elif self._room_for(grown):
             slots[slot_key] = slot

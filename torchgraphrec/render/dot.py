@@ -15,7 +15,7 @@ from torchgraphrec.render.marks import DiffMarks, is_diff, styled
 from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.oproles import ROLE_PORTS, ROLES
 from torchgraphrec.render.metrics import needs_width, text_width
-from torchgraphrec.render.spine import beside, entries, role_rows, spine
+from torchgraphrec.render.spine import entries, role_rows, spine, under_params
 from torchgraphrec.render.legend import costs_row, legend_lines
 from torchgraphrec.render.texts import cluster_costs, cluster_text, cost_names, node_text
 from torchgraphrec.render.scale import INCLUSIVE, ColorScale, colorable, value_of
@@ -101,7 +101,7 @@ class DotWriter:
         self.on_spine = set(self.spine)
         self.margin = float(theme.node.get("margin", "0.11").split(",")[0])  # inches, each side
         self.widths: dict[str, float] = {}  # points, as each node's label needs
-        self.under = self._under_params()
+        self.under = under_params(self.view)
 
     def write(self) -> graphviz.Digraph:
         theme = self.theme
@@ -351,16 +351,6 @@ class DotWriter:
         members = sorted(self.inside[node], key=lambda n: self.view.folded.nodes[n]["seq"])
         anchor = members[-1] if last else members[0]
         return self.names[anchor], f' {"ltail" if last else "lhead"}={self.cluster_names[node]}'
-
-    def _under_params(self) -> dict[str, int]:
-        """Each op drawn under parameters of its own cluster (see
-        :func:`~torchgraphrec.render.spine.beside`), with how many parameters feed it."""
-        ops = {op for pairs in beside(self.view).values() for _, op in pairs}
-        counts = dict.fromkeys(sorted(ops), 0)
-        for source, target in self.view.edges:
-            if target in counts and self.view.kind(source) == "param":
-                counts[target] += 1
-        return counts
 
     def _within(self, node: str, cluster: str) -> bool:
         """Whether ``node`` (a node or a cluster) is drawn inside ``cluster``."""

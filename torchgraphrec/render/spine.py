@@ -9,7 +9,7 @@ import networkx as nx
 from torchgraphrec.render.oproles import ROLES, SIDE_ROLES
 from torchgraphrec.render.view import View
 
-__all__ = ["spine", "beside", "entries", "role_rows"]
+__all__ = ["spine", "under_params", "entries", "role_rows"]
 
 
 def spine(view: View) -> list[str]:
@@ -27,15 +27,16 @@ def spine(view: View) -> list[str]:
     return nx.dag_longest_path(flow) if flow.number_of_edges() else []
 
 
-def beside(view: View) -> dict[Optional[str], list[tuple[str, str]]]:
-    """Each drawn parameter with the first op it feeds in the same cluster, by cluster: the
-    parameter is drawn on the rank before the op, inside their cluster, so that its edge runs
-    down inside the cluster (on one rank, it was a flat edge, which Graphviz routes as an arc
-    above the rank, out of every cluster)."""
-    pairs: dict[Optional[str], list[tuple[str, str]]] = {}
+def under_params(view: View) -> dict[str, int]:
+    """Each op drawn under parameters of its own cluster, with how many parameters feed it:
+    a drawn parameter takes the rank before the first op it feeds in its cluster, so that
+    its edge runs down inside the cluster (on one rank it was a flat edge, which Graphviz
+    routes as an arc above the rank, out of every cluster). The report's composer finds the
+    same (``tgrUnderParams``)."""
     targets: dict[str, list[str]] = {}
     for source, target in view.edges:
         targets.setdefault(source, []).append(target)
+    under: dict[str, int] = {}
     for node in view.nodes:
         if view.kind(node) != "param":
             continue
@@ -43,8 +44,11 @@ def beside(view: View) -> dict[Optional[str], list[tuple[str, str]]]:
         near = [t for t in targets.get(node, ()) if view.parent.get(t) == cluster
                 and view.kind(t) != "param"]
         if near:
-            pairs.setdefault(cluster, []).append((node, near[0]))
-    return pairs
+            under[near[0]] = 0
+    for source, target in view.edges:
+        if target in under and view.kind(source) == "param":
+            under[target] += 1
+    return under
 
 
 def entries(view: View, main_path: list[str]) -> dict[str, str]:

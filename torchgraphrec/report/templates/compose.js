@@ -510,7 +510,7 @@ function tgrSpacers(P, placed, lifted, spine, names, width, bodies, form, F) {
 
 /* The ops drawn under parameters of their own cluster, each with how many parameters feed
    it: a parameter takes the rank before the first op it feeds in its cluster, so that its
-   edge runs down inside the cluster (render/spine.py's beside, DotWriter._under_params). */
+   edge runs down inside the cluster (render/spine.py's under_params). */
 function tgrUnderParams(P, placed, edges) {
   const {D} = P, targets = new Map(), under = new Map();
   for (const [s, t] of edges) pushTo(targets, s, t);
