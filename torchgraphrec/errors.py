@@ -1,6 +1,12 @@
-"""The exceptions torchgraphrec raises of its own."""
+"""The exceptions torchgraphrec raises of its own, and how it warns."""
 
-__all__ = ["TorchGraphRecError", "SchemaError", "CaptureError", "SavedBytesNotCounted"]
+import os
+import sys
+import warnings
+
+__all__ = ["TorchGraphRecError", "SchemaError", "CaptureError", "SavedBytesNotCounted", "warn"]
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class TorchGraphRecError(Exception):
@@ -23,3 +29,22 @@ class CaptureError(TorchGraphRecError, RuntimeError):
 class SavedBytesNotCounted(UserWarning):
     """A forward in grad mode was recorded with ``memory=True`` but without ``saved_bytes``;
     the message says why."""
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """Warn with the user's line that led here: the nearest caller outside torchgraphrec and
+    torch (whose module calls run the recorder's hooks), however deep the warning is raised.
+
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn("careful")
+    >>> str(caught[0].message), caught[0].filename.startswith("<doctest")
+    ('careful', True)
+    """
+    torch = sys.modules.get("torch")
+    inside = (_PACKAGE, os.path.dirname(torch.__file__) + os.sep) if torch is not None \
+        else (_PACKAGE,)
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(inside):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level if frame is not None else 2)

@@ -191,13 +191,19 @@ def collapse(graph: nx.DiGraph, depth: int) -> nx.DiGraph:
     return result
 
 
+_CONTAINERS = (tuple, list, dict)
+
+
 def _encode(value: Any) -> Any:
+    # items are tested before the call: probe series hold many thousands of plain numbers
     if isinstance(value, tuple):
-        return {"__tuple__": [_encode(item) for item in value]}
+        return {"__tuple__": [_encode(item) if isinstance(item, _CONTAINERS) else item
+                              for item in value]}
     if isinstance(value, list):
-        return [_encode(item) for item in value]
+        return [_encode(item) if isinstance(item, _CONTAINERS) else item for item in value]
     if isinstance(value, dict):
-        return {str(key): _encode(item) for key, item in value.items()}
+        return {str(key): _encode(item) if isinstance(item, _CONTAINERS) else item
+                for key, item in value.items()}
     return value
 
 

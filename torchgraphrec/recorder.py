@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Optional, Sequence, Union
@@ -28,7 +29,11 @@ from torchgraphrec.probes.store import Store, table_of
 from torchgraphrec.recording import Recording, backward_loss
 from torchgraphrec.summary import summarize
 
-__all__ = ["Recorder", "record", "check_flag", "check_model"]
+__all__ = ["Recorder", "record", "check_flag", "check_model", "SAVE_SHARE"]
+
+#: The largest share of a run's time that writing ``save_dir``'s file at steps may take.
+SAVE_SHARE = 0.05
+_now = time.perf_counter
 
 
 def check_model(model: Any) -> nn.Module:
@@ -89,9 +94,13 @@ class Recorder:
         graph: ``"all"`` records every forward into the graph; ``"first"`` only the first
             (probes still see every forward), for long training runs.
         save_dir: a folder the graph is written into as ``rank-N.json`` (N the rank, 0
-            outside torch.distributed) at each :meth:`step` and on leaving the block, so that
+            outside torch.distributed) at :meth:`step` and on leaving the block, so that
             a rank killed mid-run leaves what it recorded; compare them with
-            ``torchgraphrec ranks DIR`` (see :func:`~torchgraphrec.compare_ranks`).
+            ``torchgraphrec ranks DIR`` (see :func:`~torchgraphrec.compare_ranks`). The
+            file grows with the run (each step's probe statistics), so a step writes it only
+            once the time since the last write is at least 19 times what that write took:
+            at every step while writing is quick, and never more than a twentieth of the
+            run's time.
         reduce_ranks: under torch.distributed, each :meth:`step` (which every rank must
             call) also reduces the probes' ``mean``, ``rms``, ``l2``, ``min`` and ``max``
             over the ranks, as if their tensors were one, with one ``all_gather`` of a float64
@@ -141,6 +150,7 @@ class Recorder:
         self._built_at: Any = None
         self._open = False
         self._stamps: dict[str, Any] = {}  # the rank's, where torch.distributed is initialized
+        self._next_save = 0.0  # when a step may write save_dir's file again (perf_counter)
 
     def __enter__(self) -> "Recorder":
         if self._open:
@@ -227,7 +237,16 @@ class Recorder:
         if self.reduce_ranks:
             self._reduce_ranks()
         if self.save_dir is not None:
-            save_rank(self.graph, self.save_dir)
+            self._save_in_step()
+
+    def _save_in_step(self) -> None:
+        """Write the rank's file, unless the last write was too recent for what it cost."""
+        started = _now()
+        if started < self._next_save:
+            return
+        save_rank(self.graph, self.save_dir)
+        took = _now() - started
+        self._next_save = started + took / SAVE_SHARE
 
     def epoch(self) -> None:
         """Mark the end of an epoch (the ``epoch`` column of :meth:`frame`)."""

@@ -202,8 +202,9 @@ def test_a_users_saved_tensor_hooks_still_see_every_tensor(name: str) -> None:
 def test_where_saved_tensor_hooks_are_forbidden_the_recording_says_so() -> None:
     case = fresh("mlp")
     with torch.autograd.graph.disable_saved_tensors_hooks("not here"):
-        with pytest.warns(UserWarning, match="recorded without saved_bytes"):
+        with pytest.warns(UserWarning, match="recorded without saved_bytes") as caught:
             graph = tgr.record(*case, memory=True).graph
+    assert [w.filename for w in caught] == [__file__]  # raised in a hook, named at the call
     assert "saved_bytes" not in graph.graph
     assert not any("saved_bytes" in a for _, a in graph.nodes(data=True))
 

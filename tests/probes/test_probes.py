@@ -113,10 +113,11 @@ def test_full_tensors_are_detached_copies() -> None:
 def test_memory_limit_stops_keeping_tensors_with_a_warning() -> None:
     model = _mlp(False)
     probes = [tgr.probe("output", where=S.name("0"), keep=["full", "rms"])]
-    with pytest.warns(UserWarning, match="reached their memory limit of 200 bytes"):
+    with pytest.warns(UserWarning, match="reached their memory limit of 200 bytes") as caught:
         with tgr.Recorder(model, probes=probes, memory_limit=200) as rec:
             for _ in range(5):
                 model(torch.randn(2, 4))  # 2 x 8 float32 = 64 bytes of output per call
+    assert {w.filename for w in caught} == {__file__}  # the forward's line, not a hook's
     kept = rec["0", "output"]
     assert [sorted(entry) for entry in kept] == [["full", "rms"]] * 3 + [["rms"]] * 2
     assert rec.store.bytes == 3 * 64
@@ -246,9 +247,10 @@ def test_unknown_names_are_refused_when_entered(selector, error, match) -> None:
 
 
 def test_a_selector_matching_nothing_warns() -> None:
-    with pytest.warns(UserWarning, match="selects no module of Sequential"):
+    with pytest.warns(UserWarning, match="selects no module of Sequential") as caught:
         with tgr.Recorder(_mlp(False), probes=[tgr.probe("output", where=S.type(nn.LSTM))]):
             pass
+    assert [w.filename for w in caught] == [__file__]
 
 
 @pytest.mark.parametrize("call, error, match", [

@@ -190,6 +190,7 @@ def test_color_by_a_value_the_recording_lacks_warns_once_naming_the_values_it_ha
     has = message.partition("values it has: ")[2]
     assert "'forward_ms'" in has and "'params'" in has and "'flops'" not in has
     assert warning.category is UserWarning and "tgr-legend" not in dot
+    assert warning.filename == __file__  # the user's line, not one inside the renderer
     with pytest.warns(UserWarning, match=r"color_by='flops'.*values it has: .*'forward_ms'"):
         recording.to_dot(color_by="flops", depth=0)
 

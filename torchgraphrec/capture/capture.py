@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable
 
 import networkx as nx
@@ -29,6 +28,7 @@ from torchgraphrec.capture.session import autograd_ops
 from torchgraphrec.capture.shardlinks import ShardLinks, has_dtensors, move_pending
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.tables import ModuleTable
+from torchgraphrec.errors import warn
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.schema import OpsMode
 
@@ -215,11 +215,10 @@ class Capture:
         else:
             pairs = []
         if self.state.chains.too_deep:
-            warnings.warn(
-                f"this forward chains more than {MAX_CHAIN:,} autograd nodes one after another: "
-                "the recording has every op, but no grad_fn names past that depth and no "
-                "backward times, since touching such a chain's nodes from Python makes "
-                "PyTorch crash when it frees them (pytorch/pytorch#109948)", stacklevel=2)
+            warn(f"this forward chains more than {MAX_CHAIN:,} autograd nodes one after another: "
+                 "the recording has every op, but no grad_fn names past that depth and no "
+                 "backward times, since touching such a chain's nodes from Python makes "
+                 "PyTorch crash when it frees them (pytorch/pytorch#109948)")
             return
         if self.clock is not None and pairs:
             self.clock.attach(pairs)

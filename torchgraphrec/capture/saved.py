@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import warnings
 from typing import Any, Callable, Optional
 
 import torch
@@ -15,7 +14,7 @@ from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, disable_dispatch_m
     push_saved_tensor_hooks, saved_tensor_hooks_enabled, storage_weak_ref, top_saved_tensor_hooks
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.storages import storages_of
-from torchgraphrec.errors import SavedBytesNotCounted
+from torchgraphrec.errors import SavedBytesNotCounted, warn
 
 __all__ = ["HELD_SAVED", "SavedBytes", "UNREADABLE_HOOKS"]
 
@@ -102,8 +101,7 @@ class SavedBytes:
             self._warned = True
             if why_not is UNREADABLE_HOOKS:  # true of every recording: said once
                 _SAID.add(why_not)
-            warnings.warn(f"{why_not}: recorded without saved_bytes", SavedBytesNotCounted,
-                          stacklevel=4)
+            warn(f"{why_not}: recorded without saved_bytes", SavedBytesNotCounted)
 
     def end_forward(self) -> None:
         """Stop counting at the end of a forward."""

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
+
 import networkx as nx
-import torch
 
 from torchgraphrec.probes.store import Store
 
@@ -13,8 +13,14 @@ __all__ = ["annotate", "PARAM_SITES"]
 PARAM_SITES = ("param", "param_grad", "param_update")
 
 
-def _mean(items: list[torch.Tensor]) -> float:
-    return float(torch.stack(items).double().nanmean())
+def _mean(items: list[float]) -> float:
+    """The mean of ``items`` leaving ``nan`` out, as ``nanmean`` (``nan`` if all are).
+
+    >>> _mean([1.0, float("nan"), 2.0]), _mean([float("nan")])
+    (1.5, nan)
+    """
+    finite = [value for value in items if value == value]  # nan is unequal to itself
+    return sum(finite) / len(finite) if finite else math.nan
 
 
 def annotate(graph: nx.DiGraph, store: Store) -> None:
@@ -26,8 +32,8 @@ def annotate(graph: nx.DiGraph, store: Store) -> None:
     no token for them)."""
     if not store.rows:
         return
-    values: dict[tuple[str, str, int], list[torch.Tensor]] = {}
-    for seen, stat, value in store.rows:
+    values: dict[tuple[str, str, int], list[float]] = {}
+    for (seen, stat, _), value in zip(store.rows, store.floats()):
         target = seen.module
         if seen.site in PARAM_SITES:
             target = f"{seen.module}.{seen.path}" if seen.module else seen.path

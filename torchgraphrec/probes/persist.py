@@ -54,7 +54,8 @@ def save(store: Store, graph: nx.DiGraph, folder: Union[str, Path]) -> Path:
     kept = {f"{module}{_SEP}{site}": {f"{path}{_SEP}{stat}{_SEP}{number}": reducer.result()
                                        for (path, stat, number), reducer in slots.items()}
             for (module, site), slots in store.reducers.items()}
-    rows = [[*seen, stat, _number(float(value))] for seen, stat, value in store.rows]
+    rows = [[*seen, stat, _number(value)]
+            for (seen, stat, _), value in zip(store.rows, store.floats())]
     index = {"format": _FORMAT, "version": 1, "columns": FRAME_COLUMNS, "rows": rows,
              "graph": json.loads(to_json(graph))}
     buffer = __import__("io").BytesIO()

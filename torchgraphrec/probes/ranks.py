@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-import warnings
 from typing import Any, Optional
 
+from torchgraphrec.errors import warn
 from torchgraphrec.probes.store import Observation, Store
 
 __all__ = ["REDUCIBLE", "SUFFIX", "combine", "fingerprint", "capacity", "pack",
@@ -103,9 +103,9 @@ def reduce_over_ranks(store: Store, start: int, group: Optional[Any] = None) -> 
     differ = [rank for rank, found in enumerate(everyone) if not torch.equal(found[:_HEADER],
                                                                             packet[:_HEADER])]
     if differ:
-        warnings.warn(f"torchgraphrec: reduce_ranks: the probe rows of ranks {differ} differ "
-                      "from this rank's (another module call or probe); this step's "
-                      "statistics are not reduced over ranks", stacklevel=4)
+        warn(f"torchgraphrec: reduce_ranks: the probe rows of ranks {differ} differ from this "
+             "rank's (another module call or probe); this step's statistics are not reduced "
+             "over ranks")
         return len(store.rows)
     values = torch.stack(everyone)[:, _HEADER:_HEADER + 2 * len(mine)].tolist()
     for position, (fields, stat) in enumerate(mine):

@@ -19,11 +19,11 @@ from __future__ import annotations
 import builtins
 import difflib
 import re
-import warnings
 from typing import Callable, Iterable, Sequence
 
 from torch import nn
 
+from torchgraphrec.errors import warn
 __all__ = ["Selector", "name", "type", "children", "modules", "label", "depth", "leaves", "labels"]
 
 Named = list[tuple[str, nn.Module]]
@@ -58,8 +58,7 @@ class Selector:
         named = list(model.named_modules())
         chosen = self._pick(model, named)
         if not chosen:
-            warnings.warn(f"{self!r} selects no module of {builtins.type(model).__name__}",
-                          stacklevel=3)
+            warn(f"{self!r} selects no module of {builtins.type(model).__name__}")
         return [(qualname, module) for qualname, module in named if qualname in chosen]
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import torch
 
+from torchgraphrec.errors import warn
 from torchgraphrec.probes.probe import Probe
 from torchgraphrec.probes.reduce import Entries, Reducer, Reduction, make_reducer, nbytes_of
 from torchgraphrec.probes.stats import Keeper
@@ -56,6 +56,7 @@ class Store:
         self.positions: dict[tuple[str, str], dict[tuple[tuple[int, int, int], int], int]] = {}
         self._numbers: dict[int, int] = {}  # id(probe) -> its number
         self._probes: list[Probe] = []  # what the numbers belong to (keeping their ids)
+        self._floats: list[float] = []  # the rows' values as floats, as far as converted
 
     def number(self, probes: Sequence[Probe]) -> None:
         """Number ``probes`` in this order: where several keep values for one
@@ -150,9 +151,9 @@ class Store:
         """Whether ``size`` more bytes fit in the limit; they are then counted."""
         if self.memory_limit is not None and self.bytes + size > self.memory_limit:
             if not self.full:
-                warnings.warn(f"torchgraphrec: probes reached their memory limit of "
-                              f"{self.memory_limit:,} bytes; whole tensors are no longer kept "
-                              "(scalar statistics still are)", stacklevel=2)
+                warn(f"torchgraphrec: probes reached their memory limit of "
+                     f"{self.memory_limit:,} bytes; whole tensors are no longer kept "
+                     "(scalar statistics still are)")
                 self.full = True
             return False
         self.bytes += size
@@ -174,6 +175,32 @@ class Store:
             return [_simplify(entry, stats) for entry in entries if entry]
         return _simplify(results, stats)
 
+    def floats(self) -> list[float]:
+        """Each row's value as a float (float64, this rank's shard of a ``DTensor``), in the
+        rows' order. Rows are only ever appended, so each is converted once: a long run's
+        steps, which read them all again, pay only for the new ones.
+
+        >>> store = Store()
+        >>> store.rows.append((None, "rms", torch.tensor(0.5, dtype=torch.float16)))
+        >>> store.floats()
+        [0.5]
+        """
+        done = len(self._floats)
+        if done < len(self.rows):
+            values = [local_shard(value) for _, _, value in self.rows[done:]]
+            # one copy per dtype and device, not one per row (stacking mixed dtypes would
+            # promote an int64 count to a float32 statistic's type, and round it)
+            alike: dict[tuple[Any, Any], list[int]] = {}
+            for position, value in enumerate(values):
+                alike.setdefault((value.dtype, value.device), []).append(position)
+            converted = [0.0] * len(values)
+            for positions in alike.values():
+                stacked = torch.stack([values[p] for p in positions]).to("cpu", torch.float64)
+                for position, number in zip(positions, stacked.tolist()):
+                    converted[position] = number
+            self._floats += converted
+        return self._floats
+
     def frame(self) -> Any:
         """The scalar records as a tidy pandas DataFrame (one row per record and statistic)."""
         import pandas
@@ -181,11 +208,9 @@ class Store:
         if not self.rows:
             table = pandas.DataFrame(columns=FRAME_COLUMNS)
         else:
-            values = torch.stack([local_shard(value).to("cpu", torch.float64)
-                                  for _, _, value in self.rows])
             records = [(*seen, stat) for seen, stat, _ in self.rows]
             table = pandas.DataFrame(records, columns=FRAME_COLUMNS[:-1])
-            table["value"] = values.tolist()
+            table["value"] = self.floats()
         if self.rank is not None:
             table.insert(0, "rank", self.rank)
         return table

@@ -9,6 +9,7 @@ import graphviz
 import networkx as nx
 from graphviz.quoting import attr_list, quote
 
+from torchgraphrec.errors import warn
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.render import labels
 from torchgraphrec.render.marks import DiffMarks, is_diff, styled
@@ -217,8 +218,8 @@ class DotWriter:
         if name in found:
             return
         has = ", ".join(repr(n) for n in found) or "none"
-        warnings.warn(f"color_by={name!r}: the recording has no {name!r} value, so nothing is "
-                      f"coloured (values it has: {has})", UserWarning, stacklevel=2)
+        warn(f"color_by={name!r}: the recording has no {name!r} value, so nothing is "
+             f"coloured (values it has: {has})")
 
     def _value(self, node: str) -> float | None:
         return value_of(self.view.folded.nodes[node], self.scale.name) if self.scale else None

@@ -7,12 +7,11 @@ import importlib.metadata
 import os
 import shutil
 import subprocess
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from torchgraphrec.errors import TorchGraphRecError
+from torchgraphrec.errors import TorchGraphRecError, warn
 
 __all__ = ["Engine", "EngineError", "EngineFailure", "EngineWarning", "find_engines",
            "resolve_engine", "run_engine", "PNG_MAX_INCHES", "DEFAULT_DPI"]
@@ -142,8 +141,8 @@ def run_engine(dot_source: str, fmt: str, choice: str = "auto", timeout: float =
             failures.append((engine, str(exc)))
             continue
         if failures:
-            warnings.warn(f"{failures[0][0].name} failed to write {fmt}, so {engine.name} "
-                          f"drew it instead ({failures[0][1][:300]})", EngineWarning, stacklevel=2)
+            warn(f"{failures[0][0].name} failed to write {fmt}, so {engine.name} drew it "
+                 f"instead ({failures[0][1][:300]})", EngineWarning)
         return data
     raise EngineFailure("; ".join(f"{engine.name} failed to write {fmt}: {message[:2000]}"
                                 for engine, message in failures))
