@@ -19,6 +19,11 @@ _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0,
 _COUNTS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 
 
+#: Where a value moves to the next unit: from 999.5 of a unit, which :func:`_number` would
+#: round to "1000".
+_NEXT_UNIT = 0.9995
+
+
 def _number(value: float) -> str:
     """One decimal below 100, none from there, no trailing ``.0``: ``1.2``, ``34``, ``512``."""
     text = f"{value:.1f}" if value < 99.95 else f"{value:.0f}"
@@ -27,14 +32,14 @@ def _number(value: float) -> str:
 
 def _prefixed(value: float, prefixes: tuple = _PREFIXES) -> tuple[str, str]:
     for limit, prefix in prefixes:
-        if abs(value) >= limit * 0.99995:  # 999,960 reads as 1M, not as 1000k
+        if abs(value) >= limit * _NEXT_UNIT:  # 999,600 reads as 1M, not as 1000k
             return _number(value / limit), prefix
     return _number(value), ""
 
 
 def _duration(ms: float) -> str:
     for limit, unit, scale in ((1000.0, "s", 1e-3), (1.0, "ms", 1.0), (1e-3, "µs", 1e3)):
-        if ms >= limit * 0.99995:
+        if ms >= limit * _NEXT_UNIT:
             return f"{_number(ms * scale)} {unit}"
     return "0 ms" if ms == 0 else f"{_number(ms * 1e6)} ns"
 
@@ -52,6 +57,8 @@ def cost_text(value: float, attribute: str) -> str:
     ('1.2M params', '950 params', '0 FLOPs')
     >>> cost_text(70_553_706_496, "params")
     '70.6B params'
+    >>> cost_text(999_936, "flops"), cost_text(999_499, "flops"), cost_text(999.6, "forward_ms")
+    ('1 MFLOPs', '999 kFLOPs', '1 s')
     >>> cost_text(0.000123456, "grad_output.rms")
     '0.000123'
     """
