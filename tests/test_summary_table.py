@@ -153,3 +153,12 @@ def test_a_recording_without_trainable_counts_leaves_them_out() -> None:
     lines = tgr.Recording(graph).summary().splitlines()
     assert "Total params: 212" in lines
     assert not any("rainable" in line for line in lines)
+
+
+def test_a_summary_before_anything_is_recorded_says_so() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+    with tgr.Recorder(model) as rec:
+        text = rec.summary()
+        model(torch.randn(2, 3))
+    assert text.splitlines()[-1] == "0 module calls in Sequential"
+    assert "1 module calls" not in text and "3 module calls in Sequential" in rec.summary()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, Optional, Sequence, Union
 
@@ -137,10 +138,17 @@ class Recorder:
             if asked and self.ops != "torch":
                 raise ValueError(f"{name}=True needs ops='torch' (costs are counted under the "
                                  f"ops they belong to), got ops={ops!r}")
-        self.probes = tuple(probes)
-        if not all(isinstance(p, Probe) for p in self.probes):
-            raise TypeError(f"probes must be made with torchgraphrec.probe(), got {probes!r}")
+        self.probes = tuple(probes) if isinstance(probes, Iterable) and \
+            not isinstance(probes, (Probe, str)) else None
+        if self.probes is None or not all(isinstance(p, Probe) for p in self.probes):
+            raise TypeError(f"probes must be a list of torchgraphrec.probe() results, got "
+                            f"{probes!r}"[:300])
+        if memory_limit is not None and (type(memory_limit) is not int or memory_limit < 0):
+            raise ValueError(f"memory_limit must be None or a number of bytes (an int >= 0), "
+                             f"got {memory_limit!r}")
         self.store = Store(memory_limit)
+        if save_dir is not None and not isinstance(save_dir, (str, os.PathLike)):
+            raise TypeError(f"save_dir must be None, a str or a path, got {save_dir!r}")
         self.save_dir = save_dir
         self.reduce_ranks = check_flag("reduce_ranks", reduce_ranks)
         self._reduced_from = 0  # the first probe row not reduced over ranks yet

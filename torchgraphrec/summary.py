@@ -150,5 +150,5 @@ def summarize(graph: nx.DiGraph, depth: Optional[int] = None,
         return "  ".join(value.rjust(width) if right else value.ljust(width)
                          for value, width, (_, _, right) in zip(values, widths, columns)).rstrip()
 
-    rule = "-" * max(len(line(headers)), *(len(line(row)) for row in cells))
+    rule = "-" * max([len(line(headers)), *(len(line(row)) for row in cells)])
     return "\n".join([line(headers), rule, *map(line, cells), rule, *_footer(graph, found)])

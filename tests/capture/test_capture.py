@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 from typing import Any
 
 import pytest
@@ -257,6 +258,44 @@ def test_a_forward_interrupted_without_hooks_shows_once_the_block_ends() -> None
             model(torch.randn(2, 3))
         assert len(rec.graph) == 0  # the forward never finished
     assert {"layer:#0", "layer:a#0"} <= set(rec.graph)
+
+
+class _Stop(BaseException):
+    """Not an ``Exception``: torch runs no ``always_call`` hook when it passes."""
+
+
+@pytest.mark.parametrize("cut_short_by", [KeyboardInterrupt, _Stop])
+def test_a_forward_cut_short_inside_the_block_ends_where_the_next_one_starts(
+        cut_short_by: type) -> None:
+    from torch.overrides import _get_current_function_mode_stack
+
+    class Stopping(nn.Module):
+        fire = True
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if self.fire:
+                raise cut_short_by()
+            return x
+
+    model = nn.Sequential(nn.Linear(3, 3), Stopping(), nn.Linear(3, 2))
+    x = torch.randn(2, 3)
+    model[1].fire = False
+    expected = model(x)
+    with tgr.Recorder(model) as rec:
+        model[1].fire = True
+        with pytest.raises(cut_short_by):
+            model(x)
+        model[1].fire = False
+        output = model(x)
+        after = len(_get_current_function_mode_stack()), gc.isenabled()
+    assert torch.equal(output, expected)
+    assert after == (0, True)  # the second forward ended as usual: nothing left pushed
+    layers = nodes_of(rec.graph, "layer")
+    assert (layers["layer:#0"]["parent"], layers["layer:#1"]["parent"]) == (None, None)
+    assert layers["layer:#1"]["depth"] == 0 and layers["layer:2#0"]["parent"] == "layer:#1"
+    assert layers["layer:1#0"]["parent"] == "layer:#0"  # the cut-short call, in its forward
+    ops = [a for a in nodes_of(rec.graph, "op").values() if a["name"] == "linear"]
+    assert sorted(a["parent"] for a in ops) == ["layer:0#0", "layer:0#1", "layer:2#0"]
 
 
 def test_the_recording_is_rebuilt_after_a_second_backward_of_the_same_graph() -> None:

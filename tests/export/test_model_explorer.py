@@ -127,6 +127,25 @@ def test_repeated_calls_and_clashing_names_get_their_own_layers() -> None:
         "", "shared#1: Linear", "shared#2: Linear", "shared: Linear"]
 
 
+def test_module_names_holding_the_namespace_separator_keep_their_own_layers() -> None:
+    import torch
+
+    class Dict(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.d = torch.nn.ModuleDict({"a/b": torch.nn.Linear(2, 2),
+                                          "a_b": torch.nn.Linear(2, 2),
+                                          "a%2Fb": torch.nn.Linear(2, 2)})
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.d["a%2Fb"](self.d["a_b"](self.d["a/b"](x)))
+
+    graph = tgr.record(Dict(), torch.randn(1, 2)).graph
+    nodes = me_nodes(json.loads(to_model_explorer(graph)))
+    spaces = [nodes[op]["namespace"] for op in ("op:linear#0", "op:linear#1", "op:linear#2")]
+    assert spaces == ["d.a%2Fb: Linear", "d.a_b: Linear", "d.a%252Fb: Linear"]
+
+
 def test_each_attribute_key_is_written_once_times_rounded_from_their_stamps() -> None:
     import collections
     import re

@@ -8,10 +8,14 @@ import math
 import warnings
 import weakref
 
+from typing import Optional
+
 import pandas
 import pytest
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import torchgraphrec as tgr
 from helpers import fresh, hook_state
@@ -260,7 +264,23 @@ def test_a_selector_matching_nothing_warns() -> None:
     (lambda: tgr.probe("grad_output", edit=abs), ValueError, "only on the 'output' site"),
     (lambda: S.type(int), TypeError, "select.type takes nn.Module classes"),
     (lambda: tgr.Recorder(nn.Linear(1, 1), probes=["output"]), TypeError,
-     "probes must be made with torchgraphrec.probe"),
+     r"probes must be a list of torchgraphrec.probe\(\) results"),
+    (lambda: tgr.probe(["output"]), TypeError, "site must be a str"),
+    (lambda: tgr.probe("output", keep=None), TypeError, "keep must be a statistic's name"),
+    (lambda: tgr.probe("output", keep=[["rms"]]), TypeError, "keep must be a statistic's"),
+    (lambda: tgr.Recorder(nn.Linear(1, 1), probes=tgr.probe("output")), TypeError,
+     "probes must be a list of torchgraphrec.probe"),
+    (lambda: tgr.Recorder(nn.Linear(1, 1), probes=None), TypeError, "probes must be a list"),
+    (lambda: tgr.Recorder(nn.Linear(1, 1), memory_limit="1000"), ValueError,
+     "memory_limit must be None"),
+    (lambda: tgr.Recorder(nn.Linear(1, 1), memory_limit=-5), ValueError,
+     "memory_limit must be None"),
+    (lambda: tgr.Recorder(nn.Linear(1, 1), save_dir=123), TypeError,
+     "save_dir must be None, a str"),
+    (lambda: S.children(indices=5), TypeError, r"children\(indices=...\) takes a list"),
+    (lambda: S.modules(indices=["a"]), TypeError, r"modules\(indices=...\) takes a list"),
+    (lambda: S.label(3), TypeError, r"label\(\) takes labels"),
+    (lambda: S.depth("a"), ValueError, r"depth\(\) takes an int"),
 ])
 def test_bad_probe_arguments(call, error, match) -> None:
     with pytest.raises(error, match=match):
@@ -582,3 +602,76 @@ def test_overlapping_probes_keep_their_own_reductions_and_cosines() -> None:
     for probe_rows in (cosines.iloc[0::2], cosines.iloc[1::2]):  # each probe's, per step
         assert list(probe_rows.step) == [0, 1, 2]
         assert probe_rows.value.tolist() == pytest.approx(expected, rel=1e-5, nan_ok=True)
+
+
+def test_a_probe_the_memory_limit_refused_whole_is_not_listed_as_recorded() -> None:
+    model = nn.Sequential(nn.Linear(3, 4))
+    probes = [tgr.probe("param", keep="full", reduce="running")]
+    with pytest.warns(UserWarning, match="memory limit of 8 bytes"):
+        with tgr.Recorder(model, memory_limit=8, probes=probes) as rec:
+            model(torch.randn(2, 3))
+    with pytest.raises(KeyError, match=r"nothing was recorded for \('0', 'param'\); recorded: \[\]"):
+        rec["0", "param"]
+
+
+def test_frame_takes_one_aggregation_by_its_name() -> None:
+    model = nn.Linear(3, 3)
+    with tgr.Recorder(model, probes=[tgr.probe("output", keep="rms")]) as rec:
+        for _ in range(2):
+            model(torch.randn(2, 3))
+            rec.step()
+    by_step = rec.frame(by="step", agg="mean")
+    table = rec.frame()
+    assert list(by_step["mean"]) == pytest.approx(list(table.groupby("step")["value"].mean()))
+    assert list(by_step.columns) == ["step", "module", "site", "path", "stat", "mean"]
+
+
+def test_probes_may_come_from_any_iterable() -> None:
+    model = _mlp(False)
+    with tgr.Recorder(model, probes=(tgr.probe(site) for site in ("input", "output"))) as rec:
+        model(torch.randn(2, 4))
+    assert {"input", "output"} <= set(rec.frame().site)
+
+
+class _FunctionLog(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+class _DispatchLog(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("mode_type", [_FunctionLog, _DispatchLog])
+def test_the_users_modes_see_none_of_the_probes_own_calls(mode_type: type) -> None:
+    def train(probes: Optional[list]) -> list[str]:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(2, 3)
+        with mode_type() as mode:
+            if probes is None:
+                model(x).sum().backward()
+                optimizer.step()
+            else:
+                with tgr.Recorder(model, probes=probes, backward=False) as rec:
+                    model(x).sum().backward()
+                    optimizer.step()
+                    rec.step()
+        return mode.calls
+
+    plain = train(None)
+    probes = [tgr.probe(site, keep=["l2", "max", "full"]) for site in
+              ("input", "output", "grad_output", "param", "param_grad", "param_update")]
+    assert train(probes) == plain

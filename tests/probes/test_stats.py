@@ -23,3 +23,17 @@ def test_norms_of_float16_tensors_do_not_overflow() -> None:
     # float32 accumulation over 2**18 elements: about 1e-4 relative, as for float32 tensors
     assert float(stats.rms(values)) == pytest.approx(float(exact.pow(2).mean().sqrt()), rel=1e-3)
     assert float(stats.l2(values)) == pytest.approx(float(exact.norm()), rel=1e-3)
+
+
+def test_statistics_of_order_read_a_complex_tensor_by_its_magnitudes() -> None:
+    values = torch.tensor([3 + 4j, 0j, -1 + 0j])
+    magnitudes = torch.tensor([5.0, 0.0, 1.0])
+    assert float(stats.min(values)) == 0.0 and float(stats.max(values)) == 5.0
+    assert float(stats.dead(values)) == pytest.approx(1 / 3)
+    assert torch.equal(stats.hist(values, bins=5), torch.histc(magnitudes, bins=5))
+
+
+def test_a_histogram_leaves_out_what_is_not_finite() -> None:
+    values = torch.tensor([0.0, 1.0, 2.0, float("inf"), float("-inf"), float("nan")])
+    assert stats.hist(values, bins=2).tolist() == [1.0, 2.0]
+    assert stats.hist(torch.tensor([float("inf")]), bins=3).tolist() == [0.0, 0.0, 0.0]

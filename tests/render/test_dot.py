@@ -203,7 +203,7 @@ def test_hostile_module_and_type_names_render() -> None:
     texts = "".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
     for name in names:
         assert name.strip("\\") in texts.replace("\\\\", "\\")
-    assert re.search(r'id="n-layer:_3c_lambda_3e_#0"', dot)
+    assert re.search(r'id="n-_layer:_3c_lambda_3e_#0"', dot)
 
 
 def test_to_pydot_keeps_the_clusters(recordings: dict) -> None:
@@ -215,3 +215,20 @@ def test_to_pydot_keeps_the_clusters(recordings: dict) -> None:
     assert sorted(s.get_name() for s in root[0].get_subgraphs()) == ["cluster_1", "cluster_2",
                                                                      "cluster_3"]
     assert dot.get_name() == "Sequential"
+
+
+def test_modules_whose_names_escape_alike_keep_apart_in_the_drawing() -> None:
+    class Dict(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.d = nn.ModuleDict({'a"b': nn.Linear(4, 4), "a_22_b": nn.Linear(4, 8)})
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.d["a_22_b"](self.d['a"b'](x))
+
+    recording = tgr.record(Dict(), torch.randn(1, 4))
+    svg = run_engine(recording.to_dot(depth=3), "svg")
+    ids = [element.get("id") for element in ElementTree.fromstring(svg).iter()
+           if element.get("id")]
+    assert len(ids) == len(set(ids))
+    assert {'n-_layer:d.a_22_b#0', "n-layer:d.a_22_b#0"} <= set(ids)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from types import FrameType
 from typing import Any, Callable, Optional
 
 import torch
@@ -49,6 +50,7 @@ class CallTracker:
         self.state = state
         self.events = state.events
         self._index_of = state.table.index_of
+        self._parents = state.table.parents  # the same list, as modules are added to it
         self.on_begin, self.on_end = on_begin, on_end
         self.boundary_role = boundary_role
         self.breaks: list[tuple[int, int, int]] = []  # (autograd number, call, time)
@@ -73,6 +75,8 @@ class CallTracker:
         self._thread = -1
         self._quiet = DisableTorchFunction()
         self._noted: BaseException | None = None
+        #: the frame of ``Module._call_impl`` running the forward's top-level call
+        self._root_frame: FrameType | None = None
         # what reaching a hook costs (see Clock): a quarter of it is spent before the hook
         # runs, half around it, as read once here rather than in every hook
         self._quarter = state.clock.costs.call >> 2
@@ -109,6 +113,7 @@ class CallTracker:
 
     def detach(self) -> None:
         """Stop listening; safe to call twice."""
+        self._root_frame = None  # a forward cut short would keep its locals alive
         while self._handles:
             self._handles.pop().remove()
         if self._pre_hook_id is not None:
@@ -147,7 +152,15 @@ class CallTracker:
         try:
             state, events = self.state, self.events
             stack, calls = state.stack, events.calls
+            # a call from outside the open call's module may start a new forward after
+            # an exception that was no Exception cut the last one short (see _left_behind)
+            if stack and self._parents[module_index] != calls[stack[-1]].module \
+                    and self._left_behind():
+                self._close_left_behind()
+                if self.done:
+                    return
             if not stack:
+                self._root_frame = _frame().f_back
                 self.forward_start = len(calls)
                 self.in_forward = True
                 self.on_begin()
@@ -174,6 +187,29 @@ class CallTracker:
         finally:
             quiet.__exit__(None, None, None)
             clock.spent += _now() - entered + self._half + given_up
+
+    def _left_behind(self) -> bool:
+        """Whether the open forward was cut short: its top-level call's frame is no longer
+        among the callers of this hook. PyTorch runs ``always_call`` hooks only for an
+        ``Exception``, so a ``KeyboardInterrupt`` or other ``BaseException`` the user catches
+        inside the block ends a forward without any hook of the recorder's."""
+        root = self._root_frame
+        if root is None:
+            return False
+        frame = _frame()
+        while frame is not None:
+            if frame is root:
+                return False
+            frame = frame.f_back
+        return True
+
+    def _close_left_behind(self) -> None:
+        """End the open forward, which no post-hook will end (cut short, or the recorder
+        failed): its open calls stay open, as when recording stops mid-forward."""
+        self.state.stack.clear()
+        self.in_forward = False
+        self._root_frame = None
+        self.on_end()
 
     def _call_inputs(self, args: tuple, kwargs: dict, t: int, parent: int) -> list:
         """The tensor refs a nested call reads (its arguments' values at ``t``)."""
@@ -264,6 +300,7 @@ class CallTracker:
                 self.switch.leave(index)
             if not stack:
                 self.in_forward = False
+                self._root_frame = None
                 self.on_end()
         except Exception as exc:
             self._fail(exc)
@@ -332,6 +369,4 @@ class CallTracker:
         """End the forward a failure cut short (from a hook: an op mode cannot pop itself
         while its own handler runs)."""
         if self.failure is not None and self.in_forward and self._thread == _thread_id():
-            self.state.stack.clear()
-            self.in_forward = False
-            self.on_end()
+            self._close_left_behind()

@@ -39,7 +39,7 @@ class ModuleTable:
         self.tensor_owner: dict[str, int] = {}  # node id -> the index of its module
         self.buffers: set[str] = set()  # the node ids that name buffers
         self._params: list[tuple[int, Any]] = []  # (owner index, parameter)
-        self._parents: list[int] = []  # the index of the module each was found in
+        self.parents: list[int] = []  # the index of the module each was found in (-1: none)
         self._by_qualname: dict[str, int] = {}
         self._slots: dict[tuple[int, str], str] = {}  # (module index, name) -> param node id
         self._swapped: list[Any] = []  # parameters recognised by their slot, held
@@ -57,7 +57,7 @@ class ModuleTable:
         named (a tensor already named keeps its first name). One loop with the tables at
         hand: at every recording it runs for every module of the model."""
         index_of, by_qualname, modules = self.index_of, self._by_qualname, self.modules
-        qualnames, parents, types, labels = self.qualnames, self._parents, self.types, \
+        qualnames, parents, types, labels = self.qualnames, self.parents, self.types, \
             self.labels
         tensor_ids, owners, params = self.tensor_ids, self.tensor_owner, self._params
         slots = self._slots if self.swaps else None
@@ -188,7 +188,7 @@ class ModuleTable:
                 if param.requires_grad:
                     trainable[owner] += count
         # named_modules() lists every module after the one it was found in: sum bottom-up
-        parents = self._parents
+        parents = self.parents
         for index in range(size - 1, 0, -1):
             parent = parents[index]
             counts[parent] += counts[index]

@@ -76,7 +76,9 @@ class Plan:
                 clash = clashes[short[node], attrs["call_index"]] > 1
                 name = attrs["qualname"] if clash and outer else short[node]
                 name += f"#{attrs['call_index']}" if attrs["call_index"] else ""
-                names[node] = (f"{name}: {attrs['type']}" if outer else name).replace("/", "_")
+                # "/" separates Model Explorer's namespaces: escaped one to one, as in URLs
+                names[node] = (f"{name}: {attrs['type']}" if outer else name) \
+                    .replace("%", "%25").replace("/", "%2F")
                 paths.setdefault(node, "/".join(filter(None, (paths[parent], names[node]))))
         return paths
 

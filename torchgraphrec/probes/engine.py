@@ -13,12 +13,38 @@ from torch import nn
 from torch.nn.parameter import is_lazy
 
 from torchgraphrec._torch import DisableTorchFunction, call_raised, current_frame, \
-    graph_task_id, queue_backward_callback
+    disable_dispatch_modes, dispatch_mode_depth, graph_task_id, queue_backward_callback
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.structures import tensors_with_paths
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.probes.probe import Context, Probe
 from torchgraphrec.probes.store import Observation, Store
+
+
+class _Unseen:
+    """A context in which no mode of the user's sees the probes' own torch calls (their
+    statistics, copies and hooks): torch functions disabled, and the dispatch modes stepped
+    aside where there are any (a user's ``FlopCounterMode`` would count a probe's norms).
+    One per engine, entered again inside itself where a statistic runs in a hook."""
+
+    __slots__ = ("_functions", "_dispatch")
+
+    def __init__(self) -> None:
+        self._functions = DisableTorchFunction()
+        self._dispatch: list[Any] = []
+
+    def __enter__(self) -> None:
+        self._functions.__enter__()
+        aside = disable_dispatch_modes() if dispatch_mode_depth() else None
+        if aside is not None:
+            aside.__enter__()
+        self._dispatch.append(aside)
+
+    def __exit__(self, *exc: Any) -> None:
+        aside = self._dispatch.pop()
+        if aside is not None:
+            aside.__exit__(*exc)
+        self._functions.__exit__(*exc)
 
 __all__ = ["ProbeEngine"]
 
@@ -82,7 +108,7 @@ class ProbeEngine:
         self._previous: dict[tuple[str, str], torch.Tensor] = {}
         self._lazy: set[int] = set()  # modules whose parameters are hooked once materialized
         self._thread = -1
-        self._quiet = DisableTorchFunction()
+        self._quiet = _Unseen()
         #: under DDP, param_grad is read once the backward is over (DDP averages the
         #: gradients in callbacks at its end): what is waiting for that
         self._averaged = isinstance(table.model, nn.parallel.DistributedDataParallel)
@@ -103,7 +129,8 @@ class ProbeEngine:
             self._handles.append(module.register_forward_hook(
                 functools.partial(self._post_hook, module_index), with_kwargs=True,
                 always_call=True))
-        self._attach_param_hooks()
+        with self._quiet:  # a parameter's hooks and snapshot are torch calls too
+            self._attach_param_hooks()
 
     def _active(self) -> bool:
         return self._thread == threading.get_ident() and _graph_task_id() < 0
@@ -226,8 +253,9 @@ class ProbeEngine:
     def _grad_hook(self, probes: list[Probe], seen: Observation) -> Any:
         def hook(grad: torch.Tensor) -> None:
             try:
-                for probe in probes:
-                    self.store.add(probe, seen, grad)
+                with self._quiet:
+                    for probe in probes:
+                        self.store.add(probe, seen, grad)
             except Exception as exc:  # kept for the recorder; the backward goes on
                 self.failure = self.failure or exc
         return hook
@@ -256,16 +284,20 @@ class ProbeEngine:
     def _param_grad_hook(self, module_index: int, name: str) -> Any:
         def hook(param: torch.Tensor) -> None:
             try:
-                call_index = self._counts.get(module_index, 1) - 1
-                for probe in self._probes(module_index, call_index, "param_grad"):
-                    seen = self._seen(module_index, call_index, "param_grad", name)
-                    if self._averaged:
-                        self._defer(probe, seen, param)
-                    else:
-                        self.store.add(probe, seen, param.grad)
+                with self._quiet:
+                    self._param_grad(module_index, name, param)
             except Exception as exc:
                 self.failure = self.failure or exc
         return hook
+
+    def _param_grad(self, module_index: int, name: str, param: torch.Tensor) -> None:
+        call_index = self._counts.get(module_index, 1) - 1
+        for probe in self._probes(module_index, call_index, "param_grad"):
+            seen = self._seen(module_index, call_index, "param_grad", name)
+            if self._averaged:
+                self._defer(probe, seen, param)
+            else:
+                self.store.add(probe, seen, param.grad)
 
     def _defer(self, probe: Probe, seen: Any, param: torch.Tensor) -> None:
         """Read ``param.grad`` for ``probe`` when the backward is over: after DDP's own
@@ -278,8 +310,9 @@ class ProbeEngine:
     def _read_pending(self) -> None:
         pending, self._pending = self._pending, []
         try:
-            for probe, seen, param in pending:
-                self.store.add(probe, seen, param.grad)
+            with self._quiet:
+                for probe, seen, param in pending:
+                    self.store.add(probe, seen, param.grad)
         except Exception as exc:
             self.failure = self.failure or exc
 
@@ -291,7 +324,8 @@ class ProbeEngine:
         """Record parameter updates since the last step, then start a new step: hooked
         where it records, with nothing attached where it does not (see ``every``)."""
         if self.step % self.every == 0:
-            self._record_updates()
+            with self._quiet:
+                self._record_updates()
         self.step += 1
         self._counts.clear()
         self._release_tensor_hooks()  # their backward is done; keep memory flat over a run

@@ -74,6 +74,8 @@ def probe(site: str, *, where: Optional[Selector] = None,
     Traceback (most recent call last):
     ValueError: unknown site: 'weights' (must be one of ['grad_input', 'grad_output', 'input', 'output', 'param', 'param_grad', 'param_update'])
     """
+    if not isinstance(site, str):
+        raise TypeError(f"site must be a str, one of {sorted(SITES)}, got {site!r}")
     if site not in SITES:
         raise ValueError(f"unknown site: {site!r} (must be one of {sorted(SITES)})")
     if where is not None and not isinstance(where, Selector):

@@ -97,6 +97,10 @@ def type(*classes: builtins.type) -> Selector:  # noqa: A001 - users write S.typ
 
 def _indexed(kind: str, indices: Sequence[int], listing: Callable[[nn.Module, Named], Named]
              ) -> Selector:
+    if not isinstance(indices, (list, tuple, range)) or \
+            not all(builtins.type(i) is int for i in indices):
+        raise TypeError(f"{kind}(indices=...) takes a list of ints, got {indices!r}")
+
     def pick(model: nn.Module, named: Named) -> set[str]:
         items = listing(model, named)
         bad = [i for i in indices if not -len(items) <= i < len(items)]
@@ -134,6 +138,9 @@ def labels(model: nn.Module) -> dict[str, str]:
 
 def label(*wanted: str) -> Selector:
     """Modules by torchinfo/scio ``(depth, idx)`` labels such as ``"1-3"``."""
+    if not all(isinstance(item, str) for item in wanted):
+        raise TypeError(f"label() takes labels such as '1-3', got {wanted!r}")
+
     def pick(model: nn.Module, named: Named) -> set[str]:
         known = labels(model)
         for item in wanted:
@@ -150,6 +157,8 @@ def label(*wanted: str) -> Selector:
 
 def depth(level: int) -> Selector:
     """Modules at nesting depth ``level`` (the model itself is at 0)."""
+    if builtins.type(level) is not int or level < 0:
+        raise ValueError(f"depth() takes an int >= 0, got {level!r}")
     return Selector(f"depth({level})", lambda model, named: {
         n for n, _ in named if (n.count(".") + 1 if n else 0) == level})
 

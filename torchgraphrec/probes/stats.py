@@ -59,12 +59,22 @@ def _nan_if_empty(reduction: Callable[[torch.Tensor], torch.Tensor],
     return reduction(values) if values.numel() else values.new_tensor(float("nan"))
 
 
+def _ordered(tensor: torch.Tensor) -> torch.Tensor:
+    """Values that have an order: a complex tensor's magnitudes (complex numbers have none).
+
+    >>> _ordered(torch.tensor([3 + 4j])).tolist()
+    [5.0]
+    """
+    values = _float(tensor)
+    return values.abs() if values.is_complex() else values
+
+
 def min(tensor: torch.Tensor) -> torch.Tensor:  # noqa: A001 - the statistic's own name
-    return _nan_if_empty(torch.min, _float(tensor))
+    return _nan_if_empty(torch.min, _ordered(tensor))
 
 
 def max(tensor: torch.Tensor) -> torch.Tensor:  # noqa: A001
-    return _nan_if_empty(torch.max, _float(tensor))
+    return _nan_if_empty(torch.max, _ordered(tensor))
 
 
 def absmax(tensor: torch.Tensor) -> torch.Tensor:
@@ -95,13 +105,21 @@ def nonzero(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def dead(tensor: torch.Tensor) -> torch.Tensor:
-    """The fraction of elements at or below zero (dead ReLU units)."""
-    return (_float(tensor) <= 0).float().mean()
+    """The fraction of elements at or below zero (dead ReLU units); of a complex tensor,
+    those that are zero."""
+    return (_ordered(tensor) <= 0).float().mean()
 
 
 def hist(tensor: torch.Tensor, bins: int = 16) -> torch.Tensor:
-    """Counts in ``bins`` equal bins between the tensor's min and max."""
-    return torch.histc(_float(tensor).cpu(), bins=bins)
+    """Counts in ``bins`` equal bins between the least and the greatest finite value (an
+    activation that overflowed to inf, or a nan, is left out rather than failing the
+    recording; all zeros where none is finite).
+
+    >>> hist(torch.tensor([0.0, 1.0, float("inf"), float("nan")]), bins=2).tolist()
+    [1.0, 1.0]
+    """
+    values = _ordered(tensor).cpu()
+    return torch.histc(values[values.isfinite()], bins=bins)
 
 
 STATS: dict[str, Stat] = {
@@ -142,8 +160,22 @@ class Cosine(Keeper):
 
 
 def keepers(keep: Union[str, Stat, Sequence[Union[str, Stat]]]) -> list[Keeper]:
-    """The keepers for a probe's ``keep``: a name, a callable, or a list of them."""
-    items = [keep] if isinstance(keep, str) or callable(keep) else list(keep)
+    """The keepers for a probe's ``keep``: a name, a callable, or a list of them.
+
+    >>> keepers(3)
+    Traceback (most recent call last):
+    TypeError: keep must be a statistic's name, a callable or a list of them, got 3
+    """
+    if isinstance(keep, str) or callable(keep):
+        items = [keep]
+    elif isinstance(keep, (list, tuple)):
+        items = list(keep)
+    else:
+        raise TypeError(f"keep must be a statistic's name, a callable or a list of them, "
+                        f"got {keep!r}")
+    if not all(isinstance(item, str) or callable(item) for item in items):
+        raise TypeError(f"keep must be a statistic's name, a callable or a list of them, "
+                        f"got {keep!r}")
     if not items:
         raise ValueError("keep must name at least one statistic")
     found = []

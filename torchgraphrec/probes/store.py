@@ -163,7 +163,7 @@ class Store:
         """What was kept for ``module`` at ``site``: see ``Recorder.__getitem__``."""
         slots = self.reducers.get((module, site))
         if not slots:
-            known = sorted({f"{m!r}, {s!r}" for m, s in self.reducers})
+            known = sorted({f"{m!r}, {s!r}" for (m, s), kept in self.reducers.items() if kept})
             raise KeyError(f"nothing was recorded for ({module!r}, {site!r}); recorded: "
                            f"{known[:10]}")
         results = _first_probe_wins(slots)
@@ -255,4 +255,5 @@ def table_of(store: Store, by: Optional[Union[str, Sequence[str]]],
     keys = ([by] if isinstance(by, str) else list(by)) + ["module", "site", "path", "stat"]
     if "rank" in table.columns and "rank" not in keys:
         keys.insert(0, "rank")
-    return table.groupby(keys, sort=True)["value"].agg(list(agg)).reset_index()
+    functions = [agg] if isinstance(agg, str) else list(agg)
+    return table.groupby(keys, sort=True)["value"].agg(functions).reset_index()

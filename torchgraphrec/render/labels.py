@@ -12,7 +12,7 @@ from torchgraphrec.text import (UNITS, cost_text, count_text, settings_text, sha
                                 short_name)
 
 __all__ = ["escape", "join", "join_left", "shape_text", "count_text", "short_name", "layer_title",
-           "box_lines", "tensor_lines", "param_lines", "op_lines", "xml_id", "css_class",
+           "box_lines", "tensor_lines", "param_lines", "op_lines", "xml_id", "id_part", "css_class",
            "html_text", "UNITS", "cost_text", "cost_line", "run_cost_line", "LINE_COSTS"]
 
 
@@ -204,11 +204,32 @@ def css_class(name: str) -> str:
     return _UNSAFE.sub(lambda match: f"_{ord(match.group()):x}_", name)
 
 
+#: What an escaped id escapes: the unsafe characters and the escape's own ``_``.
+_ID_ESCAPED = re.compile(r"[^A-Za-z0-9.:#@-]")
+
+
+def id_part(node_id: str) -> str:
+    """A graph id as safe characters, one to one: an id of ``[A-Za-z0-9_.:#@-]`` only (every
+    id the recorder makes from Python names) as it is; any other starts with ``_`` (which no
+    graph id does), its characters outside that set as ``_xx_`` (their code point in hex)
+    and its own ``_`` as ``__``. So ``a"b`` and a module named ``a_22_b`` stay apart.
+
+    >>> id_part("layer:ln_f#0"), id_part('layer:a"b#0'), id_part("layer:a_22_b#0")
+    ('layer:ln_f#0', '_layer:a_22_b#0', 'layer:a_22_b#0')
+    >>> id_part('layer:x_"#0')
+    '_layer:x___22_#0'
+    """
+    if not _UNSAFE.search(node_id):
+        return node_id
+    return "_" + _ID_ESCAPED.sub(lambda match: "__" if match.group() == "_"
+                                 else f"_{ord(match.group()):x}_", node_id)
+
+
 def xml_id(prefix: str, node_id: str) -> str:
-    """A stable SVG ``id`` for a graph id: characters outside ``[A-Za-z0-9_.:#@-]`` become
-    ``_xx_`` (their code point in hex), so that markup in module names cannot leak.
+    """A stable SVG ``id`` for a graph id (:func:`id_part`), so that markup in module names
+    cannot leak and no two nodes share one.
 
     >>> xml_id("n", "layer:a<b>#0")
-    'n-layer:a_3c_b_3e_#0'
+    'n-_layer:a_3c_b_3e_#0'
     """
-    return f"{prefix}-{css_class(node_id)}"
+    return f"{prefix}-{id_part(node_id)}"

@@ -20,7 +20,7 @@ import networkx as nx
 from torchgraphrec.render.dot import DotWriter, attr_text
 from torchgraphrec.render.edges import MAX_FANOUT
 from torchgraphrec.render.folding import FoldedRun
-from torchgraphrec.render.labels import css_class
+from torchgraphrec.render.labels import id_part
 from torchgraphrec.render.legend import legend_lines, text_row
 from torchgraphrec.render.marks import is_diff, styled
 from torchgraphrec.render.options import RANKDIRS, RenderOptions
@@ -236,7 +236,7 @@ class _Describer:
         runs, forms = self.runs_and_forms(index)
         found = {
             "head": self.head(), "styles": dict(self.writer.styles),
-            "ids": order, "xid": [css_class(n) for n in order],
+            "ids": order, "xid": [id_part(n) for n in order],
             "parent": [index.get(graph.nodes[n]["parent"], -1) for n in order],
             "depth": [graph.nodes[n]["depth"] for n in order], "kind": kinds, **forms,
             "needs": {i: self.needs(n) for i, n in enumerate(order) if self.needs(n)},
