@@ -298,6 +298,33 @@ def test_a_forward_cut_short_inside_the_block_ends_where_the_next_one_starts(
     assert sorted(a["parent"] for a in ops) == ["layer:0#0", "layer:0#1", "layer:2#0"]
 
 
+def test_a_module_called_from_outside_its_parent_stays_in_the_running_forward() -> None:
+    class Borrowing(nn.Module):
+        def __init__(self, lender: nn.Module) -> None:
+            super().__init__()
+            self.inner = nn.Linear(3, 3)
+            self.lender = [lender]  # not a submodule: its module is called from here
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lender[0].shared(self.inner(x))
+
+    class Lender(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.shared = nn.Linear(3, 3)
+            self.block = Borrowing(self)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.block(x)
+
+    model = Lender()
+    recording = tgr.record(model, torch.randn(2, 3))
+    layers = nodes_of(recording.graph, "layer")
+    assert set(layers) == {"layer:#0", "layer:block#0", "layer:block.inner#0", "layer:shared#0"}
+    assert layers["layer:shared#0"]["parent"] == "layer:block#0"  # where it was called
+    assert layers["layer:block#0"]["parent"] == "layer:#0"
+
+
 def test_the_recording_is_rebuilt_after_a_second_backward_of_the_same_graph() -> None:
     model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
     with tgr.Recorder(model) as rec:

@@ -610,7 +610,8 @@ def test_a_probe_the_memory_limit_refused_whole_is_not_listed_as_recorded() -> N
     with pytest.warns(UserWarning, match="memory limit of 8 bytes"):
         with tgr.Recorder(model, memory_limit=8, probes=probes) as rec:
             model(torch.randn(2, 3))
-    with pytest.raises(KeyError, match=r"nothing was recorded for \('0', 'param'\); recorded: \[\]"):
+    missing = r"nothing was recorded for \('0', 'param'\); recorded: \[\]"
+    with pytest.raises(KeyError, match=missing):
         rec["0", "param"]
 
 

@@ -20,6 +20,20 @@ from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.probes.probe import Context, Probe
 from torchgraphrec.probes.store import Observation, Store
 
+__all__ = ["ProbeEngine"]
+
+#: -1 outside a backward pass; calls made during one (checkpoint recomputation) are skipped.
+_graph_task_id: Callable[[], int] = graph_task_id
+
+
+def _forward_raised(rest: tuple, hook_frame: FrameType) -> bool:
+    """Whether a forward hook given ``rest`` (after the module and its args) in
+    ``hook_frame`` runs for a call whose forward raised. Some torch releases give such a
+    hook no keyword arguments; others (2.13) give them and ``None`` for the output, which a
+    forward may also return: then no exception is passing through ``Module._call_impl``'s
+    frame (see :func:`~torchgraphrec._torch.call_raised`)."""
+    return len(rest) == 1 or (rest[1] is None and call_raised(hook_frame))
+
 
 class _Unseen:
     """A context in which no mode of the user's sees the probes' own torch calls (their
@@ -46,33 +60,20 @@ class _Unseen:
             aside.__exit__(*exc)
         self._functions.__exit__(*exc)
 
-__all__ = ["ProbeEngine"]
-
-#: -1 outside a backward pass; calls made during one (checkpoint recomputation) are skipped.
-_graph_task_id: Callable[[], int] = graph_task_id
-
-
-def _forward_raised(rest: tuple, hook_frame: FrameType) -> bool:
-    """Whether a forward hook given ``rest`` (after the module and its args) in
-    ``hook_frame`` runs for a call whose forward raised. Some torch releases give such a
-    hook no keyword arguments; others (2.13) give them and ``None`` for the output, which a
-    forward may also return: then no exception is passing through ``Module._call_impl``'s
-    frame (see :func:`~torchgraphrec._torch.call_raised`)."""
-    return len(rest) == 1 or (rest[1] is None and call_raised(hook_frame))
-
 
 class ProbeEngine:
     """Applies probes to the calls of the modules they select.
 
     Its own per-module hooks see a call's keyword arguments before it runs. Statistics are
-    computed with torch functions disabled, so that no function mode (the recorder's op
-    mode, a user's) takes them for the model's ops; an ``edit`` of an output runs as model
-    code. Call indices count a module's calls within one step (``Recorder.step()`` resets
-    them), so records are keyed by ``(module, call_index)``, never by position. Every hook
-    it adds is removed by :meth:`detach`; a failure inside a statistic is kept and
-    re-raised by the recorder, never thrown into the user's forward or backward. With
-    ``every``, it records in the steps whose number is a multiple of it, and in the others
-    has no hook attached at all (a training run pays nothing for them).
+    computed with torch functions disabled and dispatch modes set aside (:class:`_Unseen`),
+    so that no mode (the recorder's op mode, a user's) takes them for the model's ops; an
+    ``edit`` of an output runs as model code. Call indices count a module's calls within
+    one step (``Recorder.step()`` resets them), so records are keyed by
+    ``(module, call_index)``, never by position. Every hook it adds is removed by
+    :meth:`detach`; a failure inside a statistic is kept and re-raised by the recorder,
+    never thrown into the user's forward or backward. With ``every``, it records in the
+    steps whose number is a multiple of it, and in the others has no hook attached at all
+    (a training run pays nothing for them).
     """
 
     def __init__(self, table: ModuleTable, probes: Sequence[Probe], store: Store,

@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Sequence
 from torch import nn
 
 from torchgraphrec.errors import warn
+
 __all__ = ["Selector", "name", "type", "children", "modules", "label", "depth", "leaves", "labels"]
 
 Named = list[tuple[str, nn.Module]]
