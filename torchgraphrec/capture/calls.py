@@ -152,13 +152,10 @@ class CallTracker:
         try:
             state, events = self.state, self.events
             stack, calls = state.stack, events.calls
-            # a call from outside the open call's module may start a new forward after
-            # an exception that was no Exception cut the last one short (see _left_behind)
+            # a call from outside the open call's module: the last forward may be cut short
             if stack and self._parents[module_index] != calls[stack[-1]].module \
-                    and self._left_behind():
-                self._close_left_behind()
-                if self.done:
-                    return
+                    and self._left_behind() and self._close_left_behind():
+                return
             if not stack:
                 self._root_frame = _frame().f_back
                 self.forward_start = len(calls)
@@ -203,13 +200,15 @@ class CallTracker:
             frame = frame.f_back
         return True
 
-    def _close_left_behind(self) -> None:
+    def _close_left_behind(self) -> bool:
         """End the open forward, which no post-hook will end (cut short, or the recorder
-        failed): its open calls stay open, as when recording stops mid-forward."""
+        failed): its open calls stay open, as when recording stops mid-forward. Returns
+        whether recording is done (``first_only``)."""
         self.state.stack.clear()
         self.in_forward = False
         self._root_frame = None
         self.on_end()
+        return self.done
 
     def _call_inputs(self, args: tuple, kwargs: dict, t: int, parent: int) -> list:
         """The tensor refs a nested call reads (its arguments' values at ``t``)."""
