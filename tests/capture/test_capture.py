@@ -250,11 +250,11 @@ def test_a_forward_interrupted_without_hooks_shows_once_the_block_ends() -> None
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             self.a(x)
-            raise KeyboardInterrupt  # torch runs no always_call hook for it
+            raise KeyboardInterrupt("stopped")  # torch runs no always_call hook for it
 
     model = Interrupted()
     with tgr.Recorder(model) as rec:
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt, match="stopped"):
             model(torch.randn(2, 3))
         assert len(rec.graph) == 0  # the forward never finished
     assert {"layer:#0", "layer:a#0"} <= set(rec.graph)
@@ -274,7 +274,7 @@ def test_a_forward_cut_short_inside_the_block_ends_where_the_next_one_starts(
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             if self.fire:
-                raise cut_short_by()
+                raise cut_short_by("stopped")
             return x
 
     model = nn.Sequential(nn.Linear(3, 3), Stopping(), nn.Linear(3, 2))
@@ -283,7 +283,7 @@ def test_a_forward_cut_short_inside_the_block_ends_where_the_next_one_starts(
     expected = model(x)
     with tgr.Recorder(model) as rec:
         model[1].fire = True
-        with pytest.raises(cut_short_by):
+        with pytest.raises(cut_short_by, match="stopped"):
             model(x)
         model[1].fire = False
         output = model(x)
