@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Optional, Sequence, Union
 
 import networkx as nx
-import torch
 from torch import nn
 
 from torchgraphrec._torch import DisableTorchFunction, node_scoped_dispatch_modes
 from torchgraphrec.capture.capture import Capture, check_ops
 from torchgraphrec.capture.collectives import annotate as annotate_collectives
+from torchgraphrec.checks import as_args, as_kwargs, check_flag, check_memory_limit, \
+    check_model, check_probes, check_save_dir
 from torchgraphrec.costs import add_costs
 from torchgraphrec.distributed import annotate_shards, backward_not_seen, rank_stamps, \
     save_rank
@@ -30,42 +30,11 @@ from torchgraphrec.probes.store import Store, table_of
 from torchgraphrec.recording import Recording, backward_loss
 from torchgraphrec.summary import summarize
 
-__all__ = ["Recorder", "record", "check_flag", "check_model", "SAVE_SHARE"]
+__all__ = ["Recorder", "record", "SAVE_SHARE"]
 
 #: The largest share of a run's time that writing ``save_dir``'s file at steps may take.
 SAVE_SHARE = 0.05
 _now = time.perf_counter
-
-
-def check_model(model: Any) -> nn.Module:
-    """Return ``model`` if it can be recorded, else raise a ``TypeError`` saying why."""
-    if isinstance(model, torch.jit.ScriptModule):
-        raise TypeError(
-            f"cannot record a torch.jit.ScriptModule ({type(model).__name__}): scripted "
-            "modules run no Python hooks; record the original nn.Module instead")
-    if type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):
-        raise TypeError(
-            "cannot record a torch.compile'd module: compiled code runs no per-module hooks "
-            "and would be traced with them; record the original module (model._orig_mod)")
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}: {model!r}"[:200])
-    return model
-
-
-def check_flag(name: str, value: Any) -> bool:
-    """``value`` as the bool an on/off option takes, or a ``TypeError`` (a string such as
-    ``"no"`` would otherwise switch the option on).
-
-    >>> check_flag("backward", 1), check_flag("flops", False)
-    (True, False)
-    >>> check_flag("backward", "no")
-    Traceback (most recent call last):
-    TypeError: backward must be True or False, got 'no'
-    """
-    if isinstance(value, bool) or (type(value) is int and value in (0, 1)) \
-            or type(value).__name__ == "bool_":  # NumPy's
-        return bool(value)
-    raise TypeError(f"{name} must be True or False, got {value!r}"[:200])
 
 
 class Recorder:
@@ -138,18 +107,9 @@ class Recorder:
             if asked and self.ops != "torch":
                 raise ValueError(f"{name}=True needs ops='torch' (costs are counted under the "
                                  f"ops they belong to), got ops={ops!r}")
-        self.probes = tuple(probes) if isinstance(probes, Iterable) and \
-            not isinstance(probes, (Probe, str)) else None
-        if self.probes is None or not all(isinstance(p, Probe) for p in self.probes):
-            raise TypeError(f"probes must be a list of torchgraphrec.probe() results, got "
-                            f"{probes!r}"[:300])
-        if memory_limit is not None and (type(memory_limit) is not int or memory_limit < 0):
-            raise ValueError(f"memory_limit must be None or a number of bytes (an int >= 0), "
-                             f"got {memory_limit!r}")
-        self.store = Store(memory_limit)
-        if save_dir is not None and not isinstance(save_dir, (str, os.PathLike)):
-            raise TypeError(f"save_dir must be None, a str or a path, got {save_dir!r}")
-        self.save_dir = save_dir
+        self.probes = check_probes(probes)
+        self.store = Store(check_memory_limit(memory_limit))
+        self.save_dir = check_save_dir(save_dir)
         self.reduce_ranks = check_flag("reduce_ranks", reduce_ranks)
         self._reduced_from = 0  # the first probe row not reduced over ranks yet
         self._capture: Optional[Capture] = None
@@ -346,26 +306,6 @@ def _failed_in_recorder(exc: BaseException) -> bool:
     return False
 
 
-def _as_args(args: Any) -> tuple:
-    import torch
-
-    if isinstance(args, torch.Tensor):
-        return (args,)
-    if isinstance(args, tuple):
-        return args
-    raise TypeError(f"args must be a tensor or a tuple of arguments, got "
-                    f"{type(args).__name__}: {args!r}"[:300])
-
-
-def _as_kwargs(kwargs: Any) -> dict:
-    if kwargs is None:
-        return {}
-    if isinstance(kwargs, Mapping):
-        return dict(kwargs)
-    raise TypeError(f"kwargs must be a mapping of keyword arguments or None, got "
-                    f"{type(kwargs).__name__}: {kwargs!r}"[:300])
-
-
 def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, *,
            ops: str | None = "torch", backward: bool = False, flops: bool = False,
            memory: bool = False) -> Recording:
@@ -405,7 +345,7 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
     <Recording model=Linear layers=1 ops=1 tensors=2 params=2>
     """
     check_model(model)
-    call_args, call_kwargs = _as_args(args), _as_kwargs(kwargs)
+    call_args, call_kwargs = as_args(args), as_kwargs(kwargs)
     # The collector stays off until the recorder's working records are gone, so that its
     # next pass sees only the graph, not everything made on the way to it.
     with gc_paused():
