@@ -76,7 +76,10 @@ Edges
     a tensor or param that an op received (tensor -> op, param -> op, op -> op), an op's
     result at a call boundary (op -> tensor). With ``ops="none"`` there are no ops: edges
     then run tensor -> layer for what a call received and layer -> tensor for what it
-    produced. Every edge has ``kind`` (one of :class:`EdgeKind`: ``param`` for an edge
+    produced. A model output that the forward returned just as it came in (an input, a
+    parameter, a constant, an earlier forward's output) is an output node of its own, fed
+    by the node it was (tensor -> tensor, param -> tensor); a tensor returned at several
+    paths is one node, named by the first. Every edge has ``kind`` (one of :class:`EdgeKind`: ``param`` for an edge
     leaving a ``param`` node, else ``flow``), ``seq`` (global observation order,
     deterministic; sorted by it, ``t_ns`` never decreases) and ``t_ns`` (ns since the
     recording started).

@@ -175,3 +175,25 @@ def test_instant_ops_show_a_time_of_zero() -> None:
         times = [item["value"] for item in me_nodes(document)[node]["attrs"]
                  if item["key"] == "forward_ms"]
         assert times == ["0.000"], node
+
+
+def test_an_output_returned_as_it_came_in_is_wired_to_what_it_was() -> None:
+    import torch
+
+    class KeepsMask(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple:
+            return self.lin(x), mask
+
+    graph = tgr.record(KeepsMask(), (torch.randn(2, 3), torch.ones(2, 3))).graph
+    [passed] = [n for n, a in nodes_of(graph, "tensor").items() if a.get("name") == "output[1]"]
+    [mask] = [n for n, a in nodes_of(graph, "tensor").items() if a.get("name") == "mask"]
+    nodes = me_nodes(json.loads(to_model_explorer(graph)))
+    assert passed not in nodes  # no node of its own: the edge out of the input's
+    [edge] = nodes[f"output:{passed}"]["incomingEdges"]
+    assert edge["sourceNodeId"] == mask and nodes[mask]["label"] == "mask"
+    assert [n["label"] for n in nodes.values() if n["id"].startswith("output:")] == [
+        "output[0]", "output[1]"]

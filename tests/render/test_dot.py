@@ -232,3 +232,22 @@ def test_modules_whose_names_escape_alike_keep_apart_in_the_drawing() -> None:
            if element.get("id")]
     assert len(ids) == len(set(ids))
     assert {'n-_layer:d.a_22_b#0', "n-layer:d.a_22_b#0"} <= set(ids)
+
+
+class ReturnsItsMask(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> dict:
+        return {"logits": self.lin(x), "mask": mask}
+
+
+@pytest.mark.parametrize("depth", [0, 1, None])
+def test_an_input_returned_as_it_came_in_is_drawn_as_an_output_fed_by_it(depth) -> None:
+    recording = tgr.record(ReturnsItsMask(), (torch.randn(2, 3), torch.ones(2, 3)))
+    drawing = layout(recording.to_dot(depth=depth))
+    labels = {id_: node["label"] for id_, node in drawn_nodes(drawing).items()}
+    [mask] = [id_ for id_, label in labels.items() if label.startswith("mask")]
+    [out] = [id_ for id_, label in labels.items() if label.startswith("output['mask']")]
+    assert (mask, out) in drawn_edges(drawing)

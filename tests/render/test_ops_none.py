@@ -62,3 +62,23 @@ def test_an_edge_into_a_call_drawn_as_a_cluster_ends_at_its_border(rankdir: str)
     ids = {o["_gvid"]: o["id"] for o in drawing["objects"]}
     (entry,) = [e for e in drawing["edges"] if ids[e["tail"]] == "n-tensor:0@v0"]
     assert entry["lhead"] == name
+
+
+class ScaledAfter(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * 2
+
+
+def test_an_output_the_model_computed_itself_comes_out_of_its_border() -> None:
+    recording = tgr.record(ScaledAfter(), torch.randn(2, 3), ops=None)
+    drawing = layout(recording.to_dot())
+    name = clusters(drawing)["c-layer:#0"]["name"]
+    ids = {o["_gvid"]: o["id"] for o in drawing["objects"]}
+    (exit_edge,) = [e for e in drawing["edges"] if ids[e["head"]] == "n-tensor:2@v0"
+                    and e.get("style") != "invis"]
+    assert recording.graph.nodes["tensor:2@v0"]["role"] == "output"
+    assert exit_edge["ltail"] == name

@@ -308,16 +308,22 @@ class CallTracker:
             clock.spent += _now() - entered + self._half + given_up
 
     def _model_outputs(self, index: int, output: Any, t: int) -> list:
-        """The top-level call's outputs, named by their path in what it returned."""
+        """The top-level call's outputs, named by their path in what it returned. A value
+        returned as it came in (an input, a parameter, a constant, an earlier forward's
+        output) gets an output node of its own, fed by the node it was; a tensor returned
+        at several paths is named by the first."""
         state, events = self.state, self.events
-        refs = []
+        refs, named = [], set()
         for name, tensor in output_names(output):
             ref = state.boundary(tensor, t, index, self.boundary_role)
-            if type(ref) is int:
+            if type(ref) is not int or (events.roles.get(~ref) is not None and ref not in named):
+                ref = ~state.passed_through(tensor, ref, index, t)
+                self._fed.add(~ref)  # its edge is from what it was, not from the call
+            if ref not in named:
+                named.add(ref)
                 state.values.remember(tensor, ~ref)  # a later forward may take it in
-                if events.roles.get(~ref) in (None, "output"):
-                    events.roles[~ref] = "output"
-                    events.names.setdefault(~ref, name)
+                events.roles[~ref] = "output"
+                events.names[~ref] = name
             if self.keep_grad_fns and not state.chains.too_deep:
                 self.output_grad_fns.append(grad_fn_of(tensor))
             refs.append(ref)

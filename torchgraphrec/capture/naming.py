@@ -220,9 +220,10 @@ class Namer:
             if type(source) is int and source >= 0 and type(target) is int and target < 0:
                 edges.append((ops[source], tensors[~target],
                               {"kind": "flow", "seq": seq, "t_ns": t - t0}))
-            else:
+            else:  # a parameter only where a model returns it as it is
                 edges.append((ref_id(source), ref_id(target),
-                              {"kind": "flow", "seq": seq, "t_ns": t - t0}))
+                              {"kind": "param" if type(source) is str else "flow", "seq": seq,
+                               "t_ns": t - t0}))
         events.boundary_edges.clear()
 
     def _name_call_ends(self) -> None:

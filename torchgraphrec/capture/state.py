@@ -13,7 +13,7 @@ from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.events import OP_CALL, OP_SEQ, TENSOR_SEQ, Events, Ref, raw_tensor
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.capture.values import ENTRY_NUMBER, ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, \
-    Values, grad_fn_of
+    Values, grad_fn_of, version_of
 
 __all__ = ["CaptureState", "read_shape", "regular_dims", "Uninitialized"]
 
@@ -197,6 +197,16 @@ class CaptureState:
         events.boundary_edges.append((op, ~index, seq + 1, t))
         current[id(tensor)] = (entry[ENTRY_TENSOR], version, ~index, number)
         return ~index
+
+    def passed_through(self, tensor: torch.Tensor, source: Ref, call: int, t: int) -> int:
+        """A new tensor node for ``tensor``, which ``call`` returned just as it was before
+        (a model input, a parameter, an earlier forward's output): fed by an edge from
+        ``source``, the node it was, so that the output is a node of its own. Returns its
+        index."""
+        version = version_of(tensor)
+        index = self.tensor_node(tensor, version, self.values.new_number(), call, t)
+        self.events.boundary_edges.append((source, ~index, self.events.next_seq(), t))
+        return index
 
     def _unknown_at_boundary(self, tensor: torch.Tensor, version: int, call: int, t: int,
                              role: str | None) -> Ref:

@@ -43,6 +43,9 @@ class Plan:
         self.names: dict[str, str] = {}
         self.paths = self._paths(layers, self.names)
         self.producers = self._producers()
+        #: a model output that is a value returned as it came in (an input, a parameter):
+        #: not a node, but the edge out of the node it was
+        self.passed = dict(self._passed_sources())
         self.outputs: dict[str, list[str]] = defaultdict(list)
         for tensor in sorted(self.producers, key=lambda n: graph.nodes[n]["seq"]):
             self.outputs[self.producers[tensor]].append(tensor)
@@ -82,6 +85,16 @@ class Plan:
                 paths.setdefault(node, "/".join(filter(None, (paths[parent], names[node]))))
         return paths
 
+    def _passed_sources(self) -> list[tuple[str, str]]:
+        """``(tensor, the tensor or param it is)`` for each output fed by nothing else."""
+        graph, found = self.graph, []
+        for node, attrs in graph.nodes(data=True):
+            if attrs["kind"] == "tensor" and graph.in_degree(node) == 1:
+                source = next(iter(graph.predecessors(node)))
+                if graph.nodes[source]["kind"] in ("tensor", "param"):
+                    found.append((node, source))
+        return found
+
     def _producers(self) -> dict[str, str]:
         """``{tensor: node}`` for the tensors drawn as an output of another node."""
         found = {}
@@ -101,7 +114,8 @@ class Plan:
         attrs = self.graph.nodes[node]
         if attrs["kind"] == "layer":
             return node not in self.groups
-        return attrs["kind"] != "tensor" or node not in self.producers
+        return attrs["kind"] != "tensor" or (node not in self.producers
+                                             and node not in self.passed)
 
     def _drawn_call(self, node: str) -> bool:
         # A call drawn as a node (it holds nothing) can produce a tensor; a group cannot.
@@ -119,4 +133,6 @@ class Plan:
         if node in self.producers:
             producer = self.producers[node]
             return producer, self.outputs[producer].index(node)
+        if node in self.passed:
+            return self.source(self.passed[node])
         return (node, 0) if self.is_node(node) else None

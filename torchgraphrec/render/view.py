@@ -140,13 +140,21 @@ def _keep_model_outputs(source: nx.DiGraph, folded: nx.DiGraph) -> nx.DiGraph:
     for node, attrs in source.nodes(data=True):
         if attrs.get("role") != "output" or node in folded:
             continue
-        producer = attrs["parent"]
-        while producer not in folded:
-            producer = source.nodes[producer]["parent"]
         folded.add_node(node, **{**attrs, "parent": None, "depth": 0})
         first = min((a["seq"] for *_, a in source.in_edges(node, data=True)), default=attrs["seq"])
-        folded.add_edge(producer, node, kind="flow", seq=first, t_ns=0, count=1)
+        # a value returned as it came in (an input) comes from that still: no call made it
+        passed = [s for s in source.predecessors(node)
+                  if s in folded and source.nodes[s]["kind"] == "tensor"]
+        for producer in passed or [_drawn_ancestor(source, folded, attrs["parent"])]:
+            folded.add_edge(producer, node, kind="flow", seq=first, t_ns=0, count=1)
     return folded
+
+
+def _drawn_ancestor(source: nx.DiGraph, folded: nx.DiGraph, node: str) -> str:
+    """``node``, or the nearest call above it that ``folded`` still holds."""
+    while node not in folded:
+        node = source.nodes[node]["parent"]
+    return node
 
 
 class _ViewBuilder:
@@ -240,8 +248,11 @@ class _ViewBuilder:
                 continue  # drawn once, by the run's first repeat
             if self.kind[source] == "param" and self._visible(source) not in (source, None):
                 continue  # a parameter counted in its box is not data flowing out of it
-            if target in self.unproduced and source == self.graph.nodes[target]["parent"]:
-                continue  # "the call made it" is where the tensor is drawn, not an edge
+            # "the call made it" is where the tensor is drawn, not an edge (but for the
+            # model's outputs, drawn outside it)
+            if target in self.unproduced and source == self.graph.nodes[target]["parent"] \
+                    and self.graph.nodes[target].get("role") != "output":
+                continue
             if self.graph.nodes[source].get("role") == "output":
                 # a model output the model also used: the use comes from where it was made,
                 # the output node stays the drawing's end
