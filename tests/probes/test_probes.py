@@ -676,3 +676,19 @@ def test_the_users_modes_see_none_of_the_probes_own_calls(mode_type: type) -> No
     probes = [tgr.probe(site, keep=["l2", "max", "full"]) for site in
               ("input", "output", "grad_output", "param", "param_grad", "param_update")]
     assert train(probes) == plain
+
+
+@pytest.mark.parametrize("where", ["meta", "fake"])
+def test_statistics_of_values_without_data_read_as_nan(where: str, tmp_path) -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() if where == "fake" else torch.device("meta"):
+        model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        x = torch.randn(2, 4)
+        with tgr.Recorder(model, probes=[tgr.probe("output", keep=["rms", "mean"])]) as rec:
+            model(x)
+    table = rec.frame()
+    assert len(table) == 6 and table["value"].isna().all()
+    assert rec.frame(by="step")["mean"].isna().all()
+    loaded = tgr.load(rec.save(tmp_path / "records"))
+    assert loaded.frame()["value"].isna().all()

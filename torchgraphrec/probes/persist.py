@@ -9,10 +9,12 @@ from typing import Any, Optional, Sequence, Union
 
 import networkx as nx
 import torch
+from torch.utils._pytree import tree_map
 
 from torchgraphrec.graph import from_json, to_json
 from torchgraphrec.probes.reduce import Reducer
-from torchgraphrec.probes.store import FRAME_COLUMNS, Observation, SlotKey, Store, table_of
+from torchgraphrec.probes.store import FRAME_COLUMNS, Observation, SlotKey, Store, holds_data, \
+    table_of
 from torchgraphrec.files import write_atomic
 
 __all__ = ["save", "load", "Records"]
@@ -51,7 +53,8 @@ def save(store: Store, graph: nx.DiGraph, folder: Union[str, Path]) -> Path:
     """Write ``index.json`` (rows and the recording's graph) and ``kept.pt`` into ``folder``."""
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
-    kept = {f"{module}{_SEP}{site}": {f"{path}{_SEP}{stat}{_SEP}{number}": reducer.result()
+    kept = {f"{module}{_SEP}{site}": {f"{path}{_SEP}{stat}{_SEP}{number}":
+                                       tree_map(_savable, reducer.result())
                                        for (path, stat, number), reducer in slots.items()}
             for (module, site), slots in store.reducers.items()}
     rows = [[*seen, stat, _number(value)]
@@ -63,6 +66,14 @@ def save(store: Store, graph: nx.DiGraph, folder: Union[str, Path]) -> Path:
     write_atomic(target / "kept.pt", buffer.getvalue())
     write_atomic(target / "index.json", json.dumps(index).encode())
     return target
+
+
+def _savable(value: Any) -> Any:
+    """``value``, but a tensor without data (a ``FakeTensor``, which cannot be pickled) as a
+    meta tensor of its shape and dtype."""
+    if isinstance(value, torch.Tensor) and not holds_data(value):
+        return torch.empty(value.shape, dtype=value.dtype, device="meta")
+    return value
 
 
 def load(folder: Union[str, Path]) -> Records:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import torch
@@ -12,7 +13,7 @@ from torchgraphrec.probes.reduce import Entries, Reducer, Reduction, make_reduce
 from torchgraphrec.probes.stats import Keeper
 from torchgraphrec.probes.shards import local_shard
 
-__all__ = ["Observation", "SlotKey", "Store", "table_of", "FRAME_COLUMNS"]
+__all__ = ["Observation", "SlotKey", "Store", "table_of", "holds_data", "FRAME_COLUMNS"]
 
 FRAME_COLUMNS = ["epoch", "step", "module", "type", "call_index", "site", "path", "stat", "value"]
 
@@ -184,6 +185,9 @@ class Store:
         >>> store.rows.append((None, "rms", torch.tensor(0.5, dtype=torch.float16)))
         >>> store.floats()
         [0.5]
+        >>> store.rows.append((None, "rms", torch.tensor(0.5, device="meta")))
+        >>> store.floats()  # a value without data (meta, or a FakeTensor) reads as NaN
+        [0.5, nan]
         """
         done = len(self._floats)
         if done < len(self.rows):
@@ -191,9 +195,10 @@ class Store:
             # one copy per dtype and device, not one per row (stacking mixed dtypes would
             # promote an int64 count to a float32 statistic's type, and round it)
             alike: dict[tuple[Any, Any], list[int]] = {}
+            converted = [math.nan] * len(values)  # where a value has no data to read
             for position, value in enumerate(values):
-                alike.setdefault((value.dtype, value.device), []).append(position)
-            converted = [0.0] * len(values)
+                if holds_data(value):
+                    alike.setdefault((value.dtype, value.device), []).append(position)
             for positions in alike.values():
                 stacked = torch.stack([values[p] for p in positions]).to("cpu", torch.float64)
                 for position, number in zip(positions, stacked.tolist()):
@@ -214,6 +219,19 @@ class Store:
         if self.rank is not None:
             table.insert(0, "rank", self.rank)
         return table
+
+
+def holds_data(value: torch.Tensor) -> bool:
+    """Whether ``value`` has data to read: a meta tensor has none, nor has a ``FakeTensor``
+    (a meta tensor underneath, whatever device it reports).
+
+    >>> holds_data(torch.zeros(1)), holds_data(torch.zeros(1, device="meta"))
+    (True, False)
+    """
+    try:
+        return value.untyped_storage().device.type != "meta"
+    except (RuntimeError, NotImplementedError):  # a subclass without storage of its own
+        return True
 
 
 def _first_probe_wins(slots: dict[SlotKey, Reducer]) -> dict[tuple[str, str], Any]:
