@@ -79,14 +79,23 @@ def test_the_identity_models_output_is_its_input_passed_on() -> None:
     assert list(graph.edges) == [("tensor:0@v0", "tensor:1@v0")]
 
 
-def test_a_tensor_returned_at_several_paths_is_named_by_the_first() -> None:
-    class Twice(nn.Module):
-        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            y = x * 2
-            return y, y
+class Twice(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(3))
 
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y = x * 2
+        return y, y, x, x, self.scale, self.scale
+
+
+def test_a_tensor_returned_at_several_paths_is_named_by_the_first() -> None:
     graph = tgr.record(Twice(), torch.randn(2, 3)).graph
-    assert list(_outputs(graph)) == ["output[0]"]
+    outputs = _outputs(graph)
+    assert list(outputs) == ["output[0]", "output[2]", "output[4]"]
+    assert list(graph.predecessors(outputs["output[2]"])) == ["tensor:0@v0"]
+    assert list(graph.predecessors(outputs["output[4]"])) == ["param:scale"]
+    assert graph.nodes["layer:#0"]["outputs"] == tuple(outputs.values())
 
 
 def test_an_earlier_forwards_output_returned_again_is_this_forwards_output() -> None:

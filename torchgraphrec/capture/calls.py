@@ -313,12 +313,14 @@ class CallTracker:
         output) gets an output node of its own, fed by the node it was; a tensor returned
         at several paths is named by the first."""
         state, events = self.state, self.events
-        refs, named = [], set()
+        refs, named, passed = [], set(), {}
         for name, tensor in output_names(output):
             ref = state.boundary(tensor, t, index, self.boundary_role)
             if type(ref) is not int or (events.roles.get(~ref) is not None and ref not in named):
-                ref = ~state.passed_through(tensor, ref, index, t)
-                self._fed.add(~ref)  # its edge is from what it was, not from the call
+                if ref not in passed:
+                    passed[ref] = ~state.passed_through(tensor, ref, index, t)
+                    self._fed.add(~passed[ref])  # its edge is from what it was, not the call
+                ref = passed[ref]
             if ref not in named:
                 named.add(ref)
                 state.values.remember(tensor, ~ref)  # a later forward may take it in

@@ -89,7 +89,8 @@ class Plan:
         """``(tensor, the tensor or param it is)`` for each output fed by nothing else."""
         graph, found = self.graph, []
         for node, attrs in graph.nodes(data=True):
-            if attrs["kind"] == "tensor" and graph.in_degree(node) == 1:
+            if attrs["kind"] == "tensor" and attrs["role"] == "output" \
+                    and graph.in_degree(node) == 1:
                 source = next(iter(graph.predecessors(node)))
                 if graph.nodes[source]["kind"] in ("tensor", "param"):
                     found.append((node, source))
