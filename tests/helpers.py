@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import gc
+import sys
 from typing import Any
 
 import networkx as nx
@@ -57,6 +59,9 @@ def hook_state(model: torch.nn.Module) -> dict[str, Any]:
                    len(torch_module._global_parameter_registration_hooks),
                    len(torch_module._global_buffer_registration_hooks)),
         "grad_enabled": torch.is_grad_enabled(),
+        "mode_stacks": (torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack()),
+        "gc_enabled": gc.isenabled(),
+        "recursion_limit": sys.getrecursionlimit(),
         "saved_tensor_hooks": top_saved_tensor_hooks() if SAVED_TENSOR_HOOKS_READABLE else None,
         "params": [(n, p.requires_grad, p.device) for n, p in model.named_parameters()],
     }

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import sys
 import warnings
+from typing import Any
 
 import networkx as nx
 import pytest
@@ -189,3 +191,66 @@ def test_int_and_bool_tensors_flow() -> None:
     inputs = {a["dtype"] for a in nodes_of(recording.graph, "tensor").values() if a["role"] == "input"}
     assert inputs == {"int64", "bool"}
     assert backward_loss(recording.output).item() == pytest.approx(recording.output.sum().item())
+
+
+class Nested(nn.Module):
+    """Modules nested ``depth`` deep, each running a Linear before the next."""
+
+    def __init__(self, depth: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+        self.inner = Nested(depth - 1) if depth > 0 else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.linear(x)
+        return self.inner(x) if self.inner is not None else x
+
+
+def _runs_within(limit: int, run: Any) -> bool:
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit)
+    try:
+        run()
+        return True
+    except RecursionError:
+        return False
+    finally:
+        sys.setrecursionlimit(before)
+
+
+def _least_limit(run: Any) -> int:
+    """The least recursion limit ``run`` completes within (a bisection)."""
+    low, high = 100, 5000
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if _runs_within(middle, run) else (middle + 1, high)
+    return low
+
+
+@pytest.mark.parametrize("options", [{}, {"flops": True, "memory": True, "backward": True}])
+def test_a_model_nested_as_deep_as_a_plain_run_allows_records(options: dict) -> None:
+    torch.manual_seed(0)
+    model, x = Nested(150), torch.randn(1, 2)
+    limit = _least_limit(lambda: backward_loss(model(x)).backward())
+    before = hook_state(model)
+    recorded: list = []
+    assert _runs_within(limit, lambda: recorded.append(tgr.record(model, x, **options)))
+    assert len(nodes_of(recorded[0].graph, "layer")) == 151 * 2
+    assert torch.equal(recorded[0].output, model(x))
+    assert hook_state(model) == before
+
+
+# out of stack, any Python call fails, the recorder's hooks too: torch says so
+@pytest.mark.filterwarnings("ignore:global module forward hook with ``always_call=True``")
+@pytest.mark.parametrize("options", [{}, {"flops": True, "memory": True}])
+def test_a_model_too_deep_for_the_recursion_limit_fails_leaving_nothing_behind(
+        options: dict) -> None:
+    model, x = Nested(150), torch.randn(1, 2)
+    record = lambda: tgr.record(model, x, **options)  # noqa: E731
+    limit = _least_limit(record)
+    before = hook_state(model)
+    # the recursion runs out at a different point of the recorder's work at each limit
+    for short in range(limit - 100, limit - 5, 3):  # (a frame or two from the edge varies)
+        assert not _runs_within(short, record)
+        assert hook_state(model) == before
+    assert len(nodes_of(tgr.record(model, x).graph, "layer")) == 151 * 2

@@ -20,6 +20,7 @@ from torchgraphrec.capture.fastpath import FAST_PATH_TYPES, AtenMode, FastPathSw
 from torchgraphrec.capture.flops.counts import FlopCounts
 from torchgraphrec.capture.flops.opmode import CountingOpMode
 from torchgraphrec.capture.growth import Growth
+from torchgraphrec.capture.headroom import FRAMES_PER_LEVEL, MARGIN, RecursionHeadroom
 from torchgraphrec.capture.naming import Namer
 from torchgraphrec.capture.opcosts import OpCosts
 from torchgraphrec.capture.ops import OpMode
@@ -91,6 +92,7 @@ class Capture:
         self.first_only = first_only
         self.growth = Growth(self.table, self._registered, self.tracker.adopt)
         self._gc: gc_paused | None = None
+        self._headroom: RecursionHeadroom | None = None
         self.first_op = 0  # the index of the current forward's first op
         self.forward_number = 0  # autograd's sequence number when this forward began
         self.forwards = 0  # forwards finished (recorded or failed)
@@ -148,6 +150,9 @@ class Capture:
             self.state.stack.clear()
             self.tracker.in_forward = False
             self._finish()
+        # a forward whose end failed halfway (out of stack deep in a model) left these on
+        self._take_off()
+        self._resume()
         if self.clock is not None:
             self.clock.detach()
         if self.costs is not None:
@@ -166,6 +171,10 @@ class Capture:
         if self._gc is None:
             self._gc = gc_paused()
             self._gc.__enter__()
+        if self._headroom is None:  # (one a forward out of stack left raised stays)
+            self._headroom = RecursionHeadroom(
+                FRAMES_PER_LEVEL * self.state.table.nesting() + MARGIN)
+            self._headroom.__enter__()
         self.first_op = len(self.events.ops)
         self.forward_number = _autograd_number()
         self.state.chains.start(self.forward_number)
@@ -184,12 +193,7 @@ class Capture:
 
     def _finish(self) -> None:
         try:
-            if self.tracker.switch is not None:
-                self.tracker.switch.reset()
-            if self.mode is not None:
-                self.mode.pop()
-            if self.costs is not None:
-                self.costs.end_forward()
+            self._take_off()
             if self.state.links is not None:
                 self.state.links.settle()
             if self.tracker.failure is None:
@@ -200,9 +204,27 @@ class Capture:
             self.state.values.end_forward()
             self.tracker.breaks = []
             self.tracker.output_grad_fns = []
-            if self._gc is not None:
-                self._gc.__exit__()
-                self._gc = None
+            self._resume()
+
+    def _take_off(self) -> None:
+        """Take off what a forward put on: the ATen-level mode, the op mode and the
+        saved-tensor hooks (each is left as it is where it is off already)."""
+        if self.tracker.switch is not None:
+            self.tracker.switch.reset()
+        if self.mode is not None:
+            self.mode.pop()
+        if self.costs is not None:
+            self.costs.end_forward()
+
+    def _resume(self) -> None:
+        """The collector and the recursion limit as they were before the forward."""
+        if self._gc is not None:
+            self._gc.__exit__()
+            self._gc = None
+        if self._headroom is not None:
+            self._headroom.__exit__()
+            if self._headroom.restored:
+                self._headroom = None
 
     def _follow_autograd(self) -> None:
         """The autograd view's ops, and the backward clock's hooks, while the forward's

@@ -94,5 +94,5 @@ class FastPathSwitch:
     def reset(self) -> None:
         """Stop recording at the ATen level (also when a forward was cut short)."""
         if self.active >= 0:
-            self.active = -1
             self.aten.__exit__(None, None, None)
+            self.active = -1  # only once off: where that fails, recording's end tries again

@@ -347,8 +347,8 @@ class OpMode(OpRecorder, TorchFunctionMode):
         """Stop recording ops, leaving any mode pushed after this one in place."""
         if not self.pushed:
             return
-        self.pushed = False
         leave_stack(self, function_modes, pop_function_mode, push_function_mode)
+        self.pushed = False  # only once off: where that fails, recording's end tries again
 
 
 def leave_stack(mode: Any, modes: Callable[[], list], pop: Callable[[], Any],

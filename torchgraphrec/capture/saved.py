@@ -145,8 +145,8 @@ class SavedBytes:
     def pop(self) -> None:
         """Stop counting."""
         if self.active:
-            self.active = False
             pop_saved_tensor_hooks()
+            self.active = False  # only once off: where that fails, recording's end tries again
         self.done = set()
         self._saved = []
         self._unheld = []

@@ -160,6 +160,18 @@ class ModuleTable:
             return text
         return " ".join(text.split())
 
+    def nesting(self) -> int:
+        """How many levels the modules nest below the model (0: it has no children).
+
+        >>> ModuleTable(nn.Sequential(nn.Sequential(nn.Linear(1, 1)), nn.ReLU())).nesting()
+        2
+        """
+        depths = [0] * len(self.parents)
+        for index, parent in enumerate(self.parents):  # a module comes after its parent
+            if parent >= 0:
+                depths[index] = depths[parent] + 1
+        return max(depths, default=0)
+
     def module_by_qualname(self, qualname: str) -> int | None:
         """The index of the module named ``qualname``, if there is one."""
         return self._by_qualname.get(qualname)
