@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import warnings
 
+import networkx as nx
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 import torchgraphrec as tgr
 from helpers import nodes_of
@@ -136,3 +139,51 @@ def test_a_recorder_failure_inside_an_op_never_reaches_the_forward(
             assert torch.equal(model(x), expected)  # the forward ran on, as without us
             assert torch._C._len_torch_function_stack() == 0  # the op mode left at its end
             del recorder
+
+
+class WithScripted(nn.Module):
+    """An eager model with a scripted child: TorchScript runs its ops, no Python."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.before = nn.Linear(4, 4)
+        self.scripted = torch.jit.script(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
+        self.after = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.after(self.scripted(self.before(x)))
+
+
+class _AtenNames(TorchDispatchMode):
+    """The ATen ops a block runs, by name (what the recording should show)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        self.names.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_a_scripted_submodule_is_recorded_at_the_aten_level(grad: bool) -> None:
+    model, x = WithScripted(), torch.randn(3, 4)
+    with torch.set_grad_enabled(grad):
+        expected = model(x)
+        with FlopCounterMode(display=False) as counter:
+            model(x)
+        with _AtenNames() as seen:
+            model.scripted(model.before(x))
+        recording = tgr.record(model, x, flops=True)
+    graph = recording.graph
+    assert torch.equal(recording.output, expected)
+    assert graph.graph["flops"] == counter.get_total_flops()
+    inside = sorted((a for a in nodes_of(graph, "op").values() if a["parent"] == "layer:scripted#0"),
+                    key=lambda a: a["seq"])
+    assert [a["name"] for a in inside] == seen.names[len(seen.names) - len(inside):]
+    assert {"param:scripted.0.weight", "param:scripted.0.bias"} <= set(graph)
+    [output] = graph.nodes["layer:scripted#0"]["outputs"]
+    assert nx.has_path(graph, "tensor:0@v0", output)
+    assert nx.has_path(graph, "param:scripted.0.weight", output)

@@ -16,7 +16,7 @@ from torchgraphrec.capture.bwdcoll import BackwardCollectives
 from torchgraphrec.capture.calibrate import dispatch_costs
 from torchgraphrec.capture.calls import CallTracker
 from torchgraphrec.capture.events import OP_NUMBER, Events
-from torchgraphrec.capture.fastpath import FAST_PATH_TYPES, AtenMode, FastPathSwitch
+from torchgraphrec.capture.fastpath import ATEN_LEVEL_TYPES, AtenMode, FastPathSwitch
 from torchgraphrec.capture.flops.counts import FlopCounts
 from torchgraphrec.capture.flops.opmode import CountingOpMode
 from torchgraphrec.capture.growth import Growth
@@ -98,13 +98,13 @@ class Capture:
         self.forwards = 0  # forwards finished (recorded or failed)
 
     def _make_op_modes(self, flops: bool, memory: bool) -> None:
-        """The op mode, the ATen-level one for fast-path modules, and the op costs asked
-        for."""
+        """The op mode, the ATen-level one for fast-path and scripted modules, and the op
+        costs asked for."""
         counts = FlopCounts(self.events.ops, self.state.clock, self.tracker, self.clock) \
             if flops else None
         self.mode = OpMode(self.state, self.tracker.fail) if counts is None else \
             CountingOpMode(self.state, self.tracker.fail, counts)
-        fast = {i for i, m in enumerate(self.table.modules) if isinstance(m, FAST_PATH_TYPES)}
+        fast = {i for i, m in enumerate(self.table.modules) if isinstance(m, ATEN_LEVEL_TYPES)}
         if fast:  # the switch is asked at the end of every call: only where it can act
             aten = AtenMode(self.state, self.tracker.fail)
             self.tracker.switch = FastPathSwitch(self.mode, aten, fast)

@@ -1,4 +1,4 @@
-"""Modules whose fused fast path a torch-function mode turns off, recorded at the ATen level instead."""
+"""Modules whose ops a torch-function mode would change (fast paths) or miss (TorchScript)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,18 @@ from torchgraphrec.capture.ops import OpMode, OpRecorder
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors
 
-__all__ = ["FAST_PATH_TYPES", "AtenMode", "FastPathSwitch", "may_take_fast_path", "aten_name"]
+__all__ = ["FAST_PATH_TYPES", "SCRIPTED_TYPES", "ATEN_LEVEL_TYPES", "AtenMode", "FastPathSwitch", "may_take_fast_path", "aten_name"]
 
 #: Their ``forward`` takes a fused kernel (``_native_multi_head_attention``,
 #: ``_transformer_encoder_layer_fwd``, nested tensors) only where
 #: ``torch.overrides.has_torch_function`` is false, which any torch-function mode makes
 #: true: recording them with the op mode would change what they compute.
 FAST_PATH_TYPES = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerEncoder)
+#: Their calls run TorchScript, whose ops no torch-function mode sees (a dispatch mode does):
+#: recorded at the ATen level whatever the call.
+SCRIPTED_TYPES = (torch.jit.ScriptModule,)
+#: The modules whose calls may be recorded at the ATen level.
+ATEN_LEVEL_TYPES = FAST_PATH_TYPES + SCRIPTED_TYPES
 
 
 def may_take_fast_path(module: nn.Module, args: tuple, kwargs: dict) -> bool:
@@ -52,9 +57,10 @@ def aten_name(func: Any) -> str:
 
 
 class AtenMode(OpRecorder, TorchDispatchMode):
-    """Records the ATen ops a fast-path module runs, into the same records as the op mode
-    (with the same handler). A dispatch mode leaves ``has_torch_function`` false, so the
-    module computes exactly what it computes unrecorded."""
+    """Records the ATen ops a fast-path or scripted module runs, into the same records as
+    the op mode (with the same handler). A dispatch mode leaves ``has_torch_function``
+    false, so the module computes exactly what it computes unrecorded. The results of the
+    call's ops live until the call ends (see ``hold_results``)."""
 
     __torch_dispatch__ = OpRecorder.record
 
@@ -64,7 +70,7 @@ class AtenMode(OpRecorder, TorchDispatchMode):
         # the version of a tensor changed in place is bumped above the dispatcher's Python
         # key, after this handler returns: its schema says which arguments it writes
         super().__init__(state, aten_name, lambda func: half, on_failure,
-                         written_by_schema=True, gap_kind="before_aten")
+                         written_by_schema=True, gap_kind="before_aten", hold_results=True)
 
 
 class FastPathSwitch:
@@ -80,7 +86,8 @@ class FastPathSwitch:
 
     def enter(self, call: int, module: nn.Module, args: tuple, kwargs: dict) -> None:
         """At the start of call ``call`` of a fast-path module."""
-        if self.active < 0 and self.ops.pushed and may_take_fast_path(module, args, kwargs):
+        if self.active < 0 and self.ops.pushed and (
+                isinstance(module, SCRIPTED_TYPES) or may_take_fast_path(module, args, kwargs)):
             self.ops.pop()
             self.aten.__enter__()
             self.active = call
@@ -96,3 +103,4 @@ class FastPathSwitch:
         if self.active >= 0:
             self.aten.__exit__(None, None, None)
             self.active = -1  # only once off: where that fails, recording's end tries again
+        self.aten.release()

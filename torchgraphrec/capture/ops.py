@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import operator
 import time
 import types
@@ -21,7 +22,8 @@ from torchgraphrec.capture.opnames import ALL_TENSORS, NO_KWARGS, SHARED_COUNTS,
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, version_of
 
-__all__ = ["OpMode", "OpRecorder", "dispatch_half", "leave_stack", "written_by_schema"]
+__all__ = ["OpMode", "OpRecorder", "dispatch_half", "leave_stack", "view_source",
+           "written_by_schema"]
 
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
@@ -80,6 +82,25 @@ def dispatch_half(costs: DispatchCosts) -> Callable[[Any], int]:
                          else costs.op) // 2
 
 
+@functools.lru_cache(maxsize=None)
+def view_source(func: Any) -> Optional[int]:
+    """The position of the argument that the ATen op ``func`` returns a view of (whose
+    version counter the view shares from the moment the dispatcher above the caller makes
+    it a view), or ``None``.
+
+    >>> view_source(torch.ops.aten.t.default), view_source(torch.ops.aten.addmm.default)
+    (0, None)
+    """
+    schema = getattr(func, "_schema", None)
+    if schema is None or not any(r.alias_info is not None and not r.alias_info.is_write
+                                 for r in schema.returns):
+        return None
+    for position, argument in enumerate(schema.arguments):
+        if argument.alias_info is not None and not argument.alias_info.is_write:
+            return position
+    return None
+
+
 def written_by_schema(func: Any, args: tuple, kwargs: dict) -> Optional[list]:
     """``(tensor, version)`` for each argument an ATen op writes in place, at the version it
     will have once the dispatcher above the caller has counted the change."""
@@ -113,6 +134,10 @@ class OpRecorder:
             ATen ops of a fast-path module's call, which a fused kernel or a decomposition
             issues back to back, with next to no gap, and which would otherwise leave the
             torch-level ops' least gap near 0.
+        hold_results: keep every result alive until :meth:`release`: where C++ alone holds
+            a result between ops (TorchScript, a fused kernel), torch gives it a new Python
+            object at its next use unless the first one lives on, and only that object's
+            identity names the value.
 
     The handler runs between the model's ops, whose compute leaves the caches cold: it is
     one function with the common cases inline, since there every extra call and object
@@ -124,7 +149,8 @@ class OpRecorder:
 
     def __init__(self, state: CaptureState, name_of: Callable[[Any], str],
                  half_of: Callable[[Any], int], on_failure: Callable[[BaseException], Any],
-                 written_by_schema: bool = False, gap_kind: GapKind = "before_op") -> None:
+                 written_by_schema: bool = False, gap_kind: GapKind = "before_op",
+                 hold_results: bool = False) -> None:
         super().__init__()
         self.state = state
         self.on_failure = on_failure
@@ -138,6 +164,7 @@ class OpRecorder:
         self._written_by_schema = written_by_schema
         self._gap_kind = gap_kind
         self._aten = gap_kind == "before_aten"  # read per op: a test costs less than getattr
+        self._held: Optional[list] = [] if hold_results else None
 
     def record(self, func: Any, types: Any, args: tuple = (),
                kwargs: dict | None = None) -> Any:
@@ -238,7 +265,7 @@ class OpRecorder:
                     changed, first = collective_call(self, func, name, args, kwargs)
                     if first is None:
                         return out  # returned no tensor and changed none: not an op
-            current, ops = self._current, self._ops
+            current, ops, held = self._current, self._ops, self._held
             call = self._stack[-1] if self._stack else -1
             refs = []
             position = 0
@@ -269,6 +296,11 @@ class OpRecorder:
                     version = tensor._version
                 except RuntimeError:
                     version = -1
+                if held is not None:  # the ATen level
+                    held.append(tensor)
+                    source = view_source(func)
+                    if source is not None and source < len(args):
+                        version = version_of(args[source])
                 current[id(tensor)] = (_ref(tensor), version, index, None)
             chains = self._chains  # see ChainGuard: its first test inline (it nearly always holds)
             if made:
@@ -303,6 +335,11 @@ class OpRecorder:
             # the handler's lists go now, on its clock, not as its frame is torn down after
             inputs = plain = versions = refs = results = changed = None  # noqa: F841
             clock.spent += _now() - returned + half
+
+    def release(self) -> None:
+        """Let go of the results held (see ``hold_results``)."""
+        if self._held:
+            self._held.clear()
 
     def _producer(self, tensor: torch.Tensor, version: int, call: int, t: int,
                   entry: Any) -> Any:
