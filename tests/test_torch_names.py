@@ -437,6 +437,41 @@ def test_dtensor_local_is_the_local_shard(tmp_path) -> None:
         dist.destroy_process_group()
 
 
+def test_in_sharding_propagation_keeps_dtensors_shape_finding_out_of_backward_flops(
+        tmp_path) -> None:
+    import torch.distributed as dist
+    from torch.utils.flop_counter import FlopCounterMode
+
+    import torchgraphrec as tgr
+
+    _load_dtensor()
+    assert _torch.in_sharding_propagation() is False
+    if _torch.dtensor_type() is None or not dist.is_available():
+        pytest.skip("this torch has no DTensor")
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, \
+        parallelize_module
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
+    x = torch.ones(4, 8, requires_grad=True)
+    loss = model(x).sum()
+    with FlopCounterMode(display=False) as plain:  # one rank: the local work is all of it
+        loss.backward()
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        model = parallelize_module(model, init_device_mesh("cpu", (1,)),
+                                   {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        with tgr.Recorder(model, backward=True, flops=True) as rec:
+            model(x).sum().backward()
+    finally:
+        dist.destroy_process_group()
+    # DTensor learns each backward op's output shape by running it on fake tensors of the
+    # global shapes, which the FLOP mode sees: counted, they doubled the total
+    assert rec.graph.graph["backward_flops"] == plain.get_total_flops()
+
+
 def test_queue_backward_callback_runs_at_the_end_of_the_backward_in_order() -> None:
     seen: list[str] = []
     x = torch.ones(2, requires_grad=True)

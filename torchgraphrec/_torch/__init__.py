@@ -18,8 +18,8 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
     _get_current_dispatch_mode_stack
 
 from torchgraphrec._torch.distributed import C10D_DISPATCHES_TORCH_FUNCTION, dtensor_local, \
-    dtensor_type, fsdp_sharded_params, is_functional_collective, resolve_process_group, \
-    unbox_process_group
+    dtensor_type, fsdp_sharded_params, in_sharding_propagation, is_functional_collective, \
+    resolve_process_group, unbox_process_group
 
 __all__ = [
     "ACCUMULATE_GRAD", "DisableTorchFunction", "GLOBAL_FORWARD_HOOKS_TAKE_KWARGS",
@@ -39,8 +39,8 @@ __all__ = [
     "top_saved_tensor_hooks", "torch_function_all_disabled",
 ]
 __all__ += ["C10D_DISPATCHES_TORCH_FUNCTION", "dtensor_local", "dtensor_type",
-            "fsdp_sharded_params", "is_functional_collective", "resolve_process_group",
-            "unbox_process_group"]
+            "fsdp_sharded_params", "in_sharding_propagation", "is_functional_collective",
+            "resolve_process_group", "unbox_process_group"]
 
 _C: Any = torch._C
 

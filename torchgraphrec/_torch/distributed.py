@@ -8,8 +8,8 @@ from typing import Any, Optional
 import torch
 
 __all__ = ["C10D_DISPATCHES_TORCH_FUNCTION", "dtensor_local", "dtensor_type",
-           "fsdp_sharded_params", "is_functional_collective", "resolve_process_group",
-           "unbox_process_group"]
+           "fsdp_sharded_params", "in_sharding_propagation", "is_functional_collective",
+           "resolve_process_group", "unbox_process_group"]
 
 
 def _c10d_dispatches_torch_function() -> bool:
@@ -76,6 +76,50 @@ def dtensor_type() -> Optional[type]:
             _LOADED_DTENSOR.append(found)  # a loaded module stays loaded
             return found
     return None
+
+
+#: Where ``ShardingPropagator`` lives (before torch 2.5 under ``_tensor``).
+_SHARDING_PROP_MODULES = ("torch.distributed.tensor._sharding_prop",
+                          "torch.distributed._tensor._sharding_prop")
+_PROPAGATION_CODES: list[frozenset] = []
+
+
+def _propagation_codes() -> frozenset:
+    """The code objects of ``ShardingPropagator``'s methods that run an op on fake tensors
+    of the global shapes to find its output's metadata (``_propagate_tensor_meta*``)."""
+    if _PROPAGATION_CODES:
+        return _PROPAGATION_CODES[0]
+    codes = set()
+    for name in _SHARDING_PROP_MODULES:
+        propagator = getattr(sys.modules.get(name), "ShardingPropagator", None)
+        for attribute, value in vars(propagator or object).items():
+            code = getattr(getattr(value, "__wrapped__", value), "__code__", None)
+            if attribute.startswith("_propagate_tensor_meta") and code is not None:
+                codes.add(code)
+    if codes:  # a loaded module stays loaded
+        _PROPAGATION_CODES.append(frozenset(codes))
+    return frozenset(codes)
+
+
+def in_sharding_propagation() -> bool:
+    """Whether ``DTensor`` is running an op on fake tensors of the global shapes to learn
+    its output's shape (sharding propagation): ops that are not the model's computation.
+    ``False`` wherever the propagator's module is not loaded.
+
+    >>> in_sharding_propagation()
+    False
+    """
+    if dtensor_type() is None:  # (asked first: cached)
+        return False
+    codes = _propagation_codes()
+    if not codes:
+        return False
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def dtensor_local(tensor: Any) -> Any:

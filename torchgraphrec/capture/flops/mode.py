@@ -9,7 +9,7 @@ import torch
 
 from torchgraphrec._torch import DisableTorchFunction, HigherOrderOperator, TorchDispatchMode, \
     aten_overloads, disable_dispatch_modes, dtensor_local, dtensor_type, \
-    has_composite_implicit_kernel, torch_function_all_disabled
+    has_composite_implicit_kernel, in_sharding_propagation, torch_function_all_disabled
 from torchgraphrec.capture.calibrate import dispatch_mode_cost
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.flops.formulas import formula_of, formulas_version
@@ -59,6 +59,8 @@ class FlopMode(TorchDispatchMode):
         clock.spent += _now() - entered + self.cost
         if plan is _PASS:
             return NotImplemented
+        if types and in_sharding_propagation():  # DTensor's fake run to learn a shape
+            return func(*args, **kwargs)
         decomposable, formula = plan
         if decomposable and self._count_decomposition(func, args, kwargs):
             if func in _COUNTS_NOTHING:  # counted once: from now on the kernel alone
