@@ -89,6 +89,18 @@ def test_backward_flops_per_module_equal_flop_counter_mode_where_it_can_tell(nam
         _nonzero(_reference_flops(name, backward=True)[1])
 
 
+def test_a_backward_that_counts_no_flops_totals_zero() -> None:
+    model, x = nn.Sequential(nn.ReLU(), nn.Tanh()), torch.randn(2, 4, requires_grad=True)
+    with FlopCounterMode(display=False) as counter:
+        model(x).sum().backward()
+    recording = tgr.record(model, x, flops=True, backward=True)
+    assert recording.graph.graph["backward_flops"] == counter.get_total_flops() == 0
+    assert recording.graph.nodes["layer:0#0"]["backward_flops"] == 0
+    assert list(recording.costs()["backward_flops"]) == [0, 0, 0]
+    # without a backward there is no backward total, not a 0
+    assert "backward_flops" not in tgr.record(model, x, flops=True).graph.graph
+
+
 def test_backward_flops_go_to_the_op_whose_gradient_they_compute() -> None:
     # FlopCounterMode charges `right` with part of `left`'s backward here (their windows
     # interleave); each Linear's backward is exactly its weight gradient (inputs need none)

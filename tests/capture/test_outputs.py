@@ -112,3 +112,34 @@ def test_an_earlier_forwards_output_returned_again_is_this_forwards_output() -> 
     first, second = sorted(outputs, key=lambda n: outputs[n]["seq"])
     assert outputs[first]["parent"] == "layer:#0" and outputs[second]["parent"] == "layer:#1"
     assert list(graph.predecessors(second)) == [first]
+
+
+class KeepsACache(nn.Module):
+    """Appends each forward's keys to a cache it keeps, as attention does for the next
+    token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.key = nn.Linear(4, 4)
+        self.cache: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        keys = self.key(x)
+        self.cache = keys if self.cache is None else torch.cat([self.cache, keys])
+        return self.cache.sum(0)
+
+
+def test_a_value_a_module_keeps_for_the_next_forward_links_to_the_op_that_made_it() -> None:
+    model = KeepsACache()
+    with tgr.Recorder(model) as rec:
+        model(torch.randn(2, 4))
+        kept = model.cache
+        model(torch.randn(1, 4))
+    graph = rec.graph
+    [cat] = [n for n, a in nodes_of(graph, "op").items() if a["name"] == "cat"]
+    [source, _] = sorted(graph.predecessors(cat), key=lambda n: graph.nodes[n]["seq"])
+    # the first forward's key call made the cache the second forward's cat reads
+    assert graph.nodes[source]["parent"] == "layer:key#0"
+    assert [graph.nodes[n]["name"] for n in graph.predecessors(source)] == ["linear"]
+    assert graph.nodes[cat]["parent"] == "layer:#1" and kept is not model.cache
+    assert not [n for n, a in nodes_of(graph, "tensor").items() if a["role"] == "constant"]

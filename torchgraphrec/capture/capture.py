@@ -201,7 +201,7 @@ class Capture:
                 self._follow_autograd()
         finally:
             self.forwards += 1
-            self.state.values.end_forward()
+            self.state.values.end_forward(self.table.tensor_ids)
             self.tracker.breaks = []
             self.tracker.output_grad_fns = []
             self._resume()

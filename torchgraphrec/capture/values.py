@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any, Optional
+from typing import Any, Container, Optional
 
 import torch
 
@@ -125,7 +125,8 @@ class Values:
     def remember(self, tensor: torch.Tensor, index: int) -> None:
         """Remember a forward's output (tensor record ``index``), so that a later forward it
         feeds links to it."""
-        self.earlier[id(tensor)] = (weakref.ref(tensor), version_of(tensor), index)
+        found = self.earlier[id(tensor)] = (weakref.ref(tensor), version_of(tensor), index)
+        self.current[id(tensor)] = (found[ENTRY_TENSOR], found[ENTRY_VERSION], ~index, None)
 
     def from_earlier(self, tensor: torch.Tensor) -> Optional[int]:
         """The tensor index of an earlier forward's output that ``tensor`` still is."""
@@ -135,7 +136,14 @@ class Values:
             return None
         return found[ENTRY_REF]
 
-    def end_forward(self) -> None:
-        """Forget the forward's values (the earlier outputs stay)."""
-        self.current.clear()
+    def end_forward(self, named: Container[int] = ()) -> None:
+        """Forget the forward's values that died, those of the tensors ``named`` (by
+        ``id()``: the model's parameters and buffers, which each forward reads from their
+        param node again), and the ops that wrote through views. A later forward that reads
+        a value still alive (a cache a module keeps, the keys and values an attention layer
+        kept for the next token) links to the op that made it."""
+        current = self.current
+        for key in [key for key, entry in current.items()
+                    if key in named or entry[ENTRY_TENSOR]() is None]:
+            del current[key]
         self.writers.clear()

@@ -51,9 +51,15 @@ class FlopCounts:
             self.by_op[index] = self.by_op.get(index, 0) + count
 
     def annotate(self, graph: nx.DiGraph) -> None:
-        """Put the backward FLOPs on their ops (forward FLOPs are named with the ops), and
-        the FLOPs total of a model without ops (0: the ops' sum replaces it)."""
+        """Put the backward FLOPs on their ops, 0 on those whose backward ran and counted
+        none (forward FLOPs are named with the ops), and the FLOPs total of a model without
+        ops (0: the ops' sum replaces it)."""
         graph.graph["flops"] = 0
         for node_id, count in self.backward.items():
             if node_id in graph:
                 graph.nodes[node_id]["backward_flops"] = count
+        # an op whose backward ran and counted nothing (a ReLU's) has 0: the totals then
+        # say a backward was counted, also where all of it counts 0
+        for node_id in self._backward.starts if self._backward is not None else ():
+            if node_id in graph:
+                graph.nodes[node_id].setdefault("backward_flops", 0)
