@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 import torchgraphrec as tgr
+from torchgraphrec.compare.summary import SHARED
 
 
 def recorded(*widths: int, relu_after: bool = True) -> tgr.Recording:
@@ -53,3 +54,33 @@ def test_max_lines_must_be_a_positive_whole_number(bad) -> None:
 def test_the_models_inputs_and_outputs_are_compared_by_name() -> None:
     found = tgr.diff(recorded(4, 8, 2), recorded(4, 8, 3))
     assert "  model output 'output': 2×2 -> 2×3" in found.summary().splitlines()
+
+
+def test_the_top_level_call_is_named_once() -> None:
+    class Flat(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x).view(x.shape[0], -1)
+
+    found = tgr.diff(tgr.record(Flat(), torch.randn(4, 8)), tgr.record(Flat(), torch.randn(6, 8)))
+    [root] = [n for n, a in found.b.nodes(data=True) if a["kind"] == "layer" and not a["qualname"]]
+    assert root in found.changed  # its shapes: its line could add its type to its name
+    [line] = [line for line in found.summary().splitlines() if line.startswith("  changed ")]
+    assert line.startswith(f"  changed {found.b.graph['model']}: ops view ")
+
+
+def test_a_long_change_many_calls_share_keeps_its_count() -> None:
+    def convs(*settings: int, **more) -> tgr.Recording:
+        model = nn.Sequential(*[nn.Conv2d(*settings, **more) for _ in range(SHARED)])
+        return tgr.record(model, torch.zeros(1, settings[0], 32, 32), ops="none")
+
+    found = tgr.diff(convs(4, 4, 3), convs(4, 4, 5, stride=1, padding=2, dilation=1,
+                                           bias=False, padding_mode="reflect"))
+    old, new = found.changed["layer:0#0"]["settings"]
+    assert len(old) + len(new) > 110  # too long for one line: something must be clipped
+    [line] = [line for line in found.summary().splitlines() if line.startswith("  settings ")]
+    assert line.endswith(f" in {SHARED} calls") and len(line) <= 110
+    assert line.startswith(f"  settings {old[:20]}")

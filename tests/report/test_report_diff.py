@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import torchgraphrec as tgr
-from report.reportpage import act, drawn_ids, loaded_report, state
+from report.reportpage import act, drawn_ids, element, loaded_report, state
 from torchgraphrec.render.dot import to_dot
 from torchgraphrec.report.html import to_html
 
@@ -99,4 +99,25 @@ def test_the_table_says_how_each_call_differs(browser, tmp_path: Path) -> None:
     assert table["0"]["params"] == "144 → 288"
     assert table["1"]["type"] == "ReLU → GELU"
     assert table["3"]["params"] == "0"
+    assert loaded.problems == []
+
+
+def test_a_changed_calls_details_speak_of_shapes_not_tensor_ids(browser, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    old = tgr.record(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                         torch.nn.Linear(16, 16), torch.nn.ReLU(),
+                                         torch.nn.Linear(16, 2)), x)
+    new = tgr.record(torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.GELU(),
+                                         torch.nn.Linear(32, 2)), x)
+    found = tgr.diff(old, new)
+    # the union keeps each side's tensors of a call whose shapes changed (side A draws its own)
+    assert "inputs" in found.union.nodes["layer:2#0"]["diff_changes"]
+    with loaded_report(browser, found.render(tmp_path / "diff.html")) as loaded:
+        page = loaded.page
+        element(page, "layer:2#0", "n").click()
+        rows = dict(zip(page.locator(f"{ROOT} .tgr-row > span:first-child").all_text_contents(),
+                        page.locator(f"{ROOT} .tgr-row > span:last-child").all_text_contents()))
+    assert rows["compared"] == "changed"
+    assert "tensor:" not in " ".join(rows.values())
     assert loaded.problems == []

@@ -45,9 +45,11 @@ def _counted(base: Hashable, counts: dict) -> Key:
 
 def _tensor_base(graph: nx.DiGraph, node: str, attrs: dict, keys: dict) -> Key:
     producer = _producer(graph, node)
-    if producer is not None:
-        return ("tensor", keys[producer])
     role = attrs["role"]
+    if producer is not None:
+        # A model output is never the same node as an intermediate: a report's page draws
+        # the union's outputs on both sides, so a match would add one to the old side.
+        return ("tensor", keys[producer]) + (("output",) if role == "output" else ())
     if role == "input":
         return ("tensor", "input", attrs.get("name"))
     return ("tensor", role, _parent_key(graph, attrs))
@@ -58,8 +60,9 @@ def node_keys(graph: nx.DiGraph) -> dict[str, Key]:
 
     A layer call is ``(qualname, call_index)``, a param its ``qualname``, an op its parent
     call, name and occurrence among the call's ops of that name, a tensor the op or call
-    that produced it and its occurrence among that producer's tensors (a model input its
-    ``name``; a constant the call that used it and its occurrence).
+    that produced it, whether it is a model output, and its occurrence among that
+    producer's tensors (a model input its ``name``; a constant the call that used it and
+    its occurrence).
 
     >>> g = nx.DiGraph()
     >>> g.add_node("layer:#0", kind="layer", qualname="", call_index=0, parent=None, seq=0)

@@ -17,6 +17,9 @@ __all__ = ["summarize"]
 
 #: Changes of a call's own attributes that, shared by this many calls, make one line.
 SHARED = 3
+#: The longest line of the summary, its indent included.
+WIDTH = 110
+_INDENT = "  "
 CallKey = tuple
 
 
@@ -140,7 +143,8 @@ def _layer_notes(diff: "GraphDiff", notes: dict, shared: set) -> None:
         if attrs["kind"] != "layer":
             continue
         note = notes[_call_key(diff.b, node)]
-        note.type = "" if "type" in changes else attrs["type"]
+        # the root call is named by the model's class already (there is no qualname)
+        note.type = "" if "type" in changes or not attrs["qualname"] else attrs["type"]
         note.own += _own_parts(dict(changes), shared)
         if "num_params" in changes:
             note.delta = changes["num_params"][1] - changes["num_params"][0]
@@ -165,8 +169,13 @@ def _shared_changes(diff: "GraphDiff") -> Counter:
 def _shared_line(change: tuple, count: int) -> str:
     what, old, new = change
     if what.endswith(" args"):
-        return f"{what[:-5]}: {items_change(old, new)} in {count:,} ops"
-    return f"{what} {value_text(old)} -> {value_text(new)} in {count:,} calls"
+        head, tail = f"{what[:-5]}: {items_change(old, new)}", f" in {count:,} ops"
+    elif what == "settings":  # item by item, as a call's own line says it
+        head, tail = f"settings {items_change(old, new)}", f" in {count:,} calls"
+    else:
+        head, tail = f"{what} {value_text(old)} -> {value_text(new)}", f" in {count:,} calls"
+    # how many share it is what the line is for: a long change gives way, never the count
+    return clip(head, WIDTH - len(_INDENT) - len(tail)) + tail
 
 
 def _leaf_name(attrs: dict) -> str:
@@ -293,4 +302,4 @@ def summarize(diff: "GraphDiff", *, max_lines: int = 12) -> str:
         rest = len(body) - max_lines + 1
         body = body[:max_lines - 1] + [f"… {rest} more lines: GraphDiff.added, .removed and "
                                        ".changed hold every node"]
-    return "\n".join([headline, *(clip(f"  {line}") for line in body)])
+    return "\n".join([headline, *(clip(_INDENT + line, WIDTH) for line in body)])

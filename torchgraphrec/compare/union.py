@@ -63,13 +63,33 @@ def _fix_depths(graph: nx.DiGraph) -> None:
         graph.nodes[node]["depth"] = depth(node)
 
 
+def _boundary_changes(diff: "GraphDiff", ids: dict[str, str], a_node: str,
+                      b_node: str) -> dict[str, tuple]:
+    """A changed call's ``inputs`` and ``outputs`` as ``(in a, in b)`` union ids, where
+    their shapes or dtypes changed and ``a`` had other tensors there (ones ``b`` lacks):
+    so that the old side is drawn with its own tensors, not ``b``'s."""
+    found, changes = {}, diff.changed[b_node]
+    for side in ("inputs", "outputs"):
+        if not {f"{side[:-1]}_shapes", f"{side[:-1]}_dtypes"} & set(changes):
+            continue  # alike on both sides: the drawing of either reads the same
+        old = _mapped(ids, diff.a.nodes[a_node].get(side, ()))
+        new = tuple(diff.b.nodes[b_node].get(side, ()))
+        if old != new:
+            found[side] = (old, new)
+    return found
+
+
 def _add_nodes(graph: nx.DiGraph, diff: "GraphDiff", ids: dict[str, str]) -> None:
+    back = {node_b: node_a for node_a, node_b in diff.matches.items()}
     for node, attrs in diff.b.nodes(data=True):
         status = ("added" if node in diff.added else
                   "changed" if node in diff.changed else "same")
         graph.add_node(node, **attrs, diff=status)
         if status == "changed":
             graph.nodes[node]["diff_changes"] = dict(diff.changed[node])
+            if attrs["kind"] == "layer":
+                graph.nodes[node]["diff_changes"].update(
+                    _boundary_changes(diff, ids, back[node], node))
     for node in sorted(diff.removed, key=lambda n: diff.a.nodes[n]["seq"]):
         graph.add_node(ids[node], **_removed_attrs(diff.a.nodes[node], ids))
     _fix_depths(graph)
@@ -120,9 +140,10 @@ def union_graph(diff: "GraphDiff") -> nx.DiGraph:
     """Every node and edge of ``b``, and those of ``a`` that ``b`` lacks, in the schema.
 
     Nodes and edges carry ``diff`` (one of :data:`STATUSES`); changed nodes carry
-    ``diff_changes`` (``{attribute: (old, new)}``); every layer carries ``diff_inside``
-    (whether it or anything under it differs, so that a drawing at any depth shows where
-    to look), and each node the status its drawings style (see
+    ``diff_changes`` (``{attribute: (old, new)}``; a call's ``inputs`` and ``outputs``
+    there too, as union ids, where ``a``'s were other nodes of other shapes); every layer
+    carries ``diff_inside`` (whether it or anything under it differs, so that a drawing at
+    any depth shows where to look), and each node the status its drawings style (see
     :func:`~torchgraphrec.compare.status.mark_statuses`). Nodes of ``b`` keep their ids; removed
     nodes keep their id in ``a``, with ``~a`` appended where ``b`` uses it already. The
     graph attributes are ``b``'s, with ``diff_a_model`` (``a``'s ``model``).

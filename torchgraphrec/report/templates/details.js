@@ -133,7 +133,10 @@ function tgrCostRows(R, a, row) {
 function tgrDiffRows(R, a, row) {
   if (!a.diff) return;
   row("compared", {added: "added in B", removed: "removed in B", changed: "changed", same: "the same"}[a.diff]);
-  for (const [key, [old, now]] of Object.entries(a.diff_changes || {})) row(key, `${JSON.stringify(old)} → ${JSON.stringify(now)}`);
+  for (const [key, [old, now]] of Object.entries(a.diff_changes || {})) {
+    // a call's tensors on each side are for drawing side A; its shapes say the change
+    if (key !== "inputs" && key !== "outputs") row(key, `${JSON.stringify(old)} → ${JSON.stringify(now)}`);
+  }
   if (a.diff_inside && a.diff === "same") row("inside", "something under it differs");
 }
 
