@@ -35,26 +35,30 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 def _too_big(kind: str, size: int) -> str:
+    # the report holds the whole recording whatever its depth (the page opens and closes
+    # calls itself), so a shallower view is as big: only leaving the output helps
     return (f"<p><b>torchgraphrec:</b> this {kind} would embed {size / 1e6:.1f} MB in the "
-            f"notebook (the cap is {MAX_BYTES / 1e6:.0f} MB). Show a shallower view with "
-            "<code>rec.show(depth=2)</code>, or write the full report with "
-            "<code>rec.to_html('report.html')</code>.</p>")
+            f"notebook (the cap is {MAX_BYTES / 1e6:.0f} MB); it holds the whole recording "
+            "at any depth. Write it to a file with <code>rec.to_html('report.html')</code> "
+            "and open that in a web browser, or install <code>anywidget</code> "
+            "(<code>pip install 'torchgraphrec[notebook]'</code>) to show it in the notebook "
+            "as a widget, whose data the notebook does not store.</p>")
 
 
 def report_frame(graph: nx.DiGraph, **options: Any) -> str:
     """The report as an ``<iframe srcdoc>``: the same page as ``rec.to_html``, in a
     document of its own, so that its scripts run in notebook front ends that do not run
-    scripts in output HTML, and in notebooks exported to HTML; replaced by a message above
-    :data:`MAX_BYTES`."""
+    scripts in output HTML, and in notebooks exported to HTML; replaced by a message where
+    the frame would be above :data:`MAX_BYTES`."""
     from torchgraphrec.report.html import to_html
 
     page = to_html(graph, **options)
-    if len(page) > MAX_BYTES:
-        return _too_big("report", len(page))
     title = html.escape(f"torchgraphrec report: {graph.graph.get('model', 'model')}")
-    return (f'<iframe class="tgr-frame" title="{title}" srcdoc="{html.escape(page)}" '
-            f'style="width: 100%; height: {FRAME_HEIGHT}px; border: 1px solid #e3e6ec; '
-            f'border-radius: 4px"></iframe>')
+    frame = (f'<iframe class="tgr-frame" title="{title}" srcdoc="{html.escape(page)}" '
+             f'style="width: 100%; height: {FRAME_HEIGHT}px; border: 1px solid #e3e6ec; '
+             f'border-radius: 4px"></iframe>')
+    size = len(frame.encode("utf-8"))  # what is embedded: escaping for srcdoc adds to the page
+    return _too_big("report", size) if size > MAX_BYTES else frame
 
 
 def _svg(graph: nx.DiGraph, options: dict[str, Any]) -> Optional[str]:

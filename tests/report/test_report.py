@@ -128,7 +128,41 @@ def test_jupyter_caps_large_output(recording, monkeypatch) -> None:
     monkeypatch.setattr(jupyter, "MAX_BYTES", 1000)
     bundle = recording._repr_mimebundle_()
     assert "image/svg+xml" not in bundle
-    assert "cap is 0 MB" in bundle["text/html"] and "rec.show(depth=2)" in bundle["text/html"]
+    assert "cap is 0 MB" in bundle["text/html"] and "rec.to_html(" in bundle["text/html"]
+
+
+def test_the_notebook_cap_holds_for_what_is_embedded(recording, monkeypatch) -> None:
+    from torchgraphrec import jupyter
+
+    frame = recording._repr_html_().encode("utf-8")
+    page = to_html(recording.graph).encode("utf-8")
+    assert len(frame) > len(page)  # escaped for srcdoc, the page grows
+    monkeypatch.setattr(jupyter, "MAX_BYTES", len(page))  # the page fits, its frame does not
+    shown = recording._repr_html_()
+    assert len(shown.encode("utf-8")) <= jupyter.MAX_BYTES
+    assert f"would embed {len(frame) / 1e6:.1f} MB" in shown  # the frame's size, not the page's
+
+
+def test_the_cap_message_advises_what_shows_the_report(recording, monkeypatch,
+                                                      tmp_path: Path) -> None:
+    from torchgraphrec import jupyter
+
+    whole = to_html(recording.graph)
+    monkeypatch.setattr(jupyter, "MAX_BYTES", len(whole) // 2)
+    message = recording._repr_html_()
+    assert message.startswith("<p>")
+    # a shallower report holds the same whole recording (only its opening drawing is
+    # smaller), so the message must not offer one
+    for depth in (0, 1):
+        page = to_html(recording.graph, depth=depth)
+        for name in ("tgr-drawing", "tgr-data"):
+            assert script_json(page, name) == script_json(whole, name)
+    assert "depth" not in message.replace("at any depth", "")
+    # what it does advise writes the whole report to a file
+    advice = re.search(r"<code>(rec\.to_html\('([^']+)'\))</code>", message)
+    monkeypatch.chdir(tmp_path)
+    eval(html.unescape(advice.group(1)), {"rec": recording})
+    assert (tmp_path / advice.group(2)).read_text("utf-8") == to_html(recording.graph)
 
 
 def test_a_diff_report_carries_both_sides() -> None:
@@ -151,6 +185,37 @@ def test_a_diff_report_carries_both_sides() -> None:
     assert "4→8" in side_a and "40 params" in side_a and "4→16" not in side_a
     assert "4→16" in side_b and "4→8" not in side_b
     assert "ReLU" in drawing["sides"]["a"]["own"][drawing["ids"].index("layer:1#0")]
+
+
+class _Unsharding(nn.Module):
+    """Runs FSDP2's unshard op as FSDP does when a unit's forward starts, on buffers it makes
+    itself: recorded, an unshard the drawing folds into one ``all_gather`` box (no ranks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shard, gathered = torch.zeros(6), torch.empty(12)
+        torch.ops.fsdp.all_gather_copy_in([shard], gathered, [6], 6, 0)
+        return self.fc(x)
+
+
+@pytest.mark.needs("fully_shard")
+@pytest.mark.parametrize("include_ops", [True, "all"])
+def test_fsdp_unshard_boxes_have_their_details(include_ops, tmp_path: Path) -> None:
+    import torch.distributed.fsdp  # noqa: F401  registers torch.ops.fsdp
+
+    recording = tgr.record(_Unsharding(), torch.ones(1, 2))
+    union = tgr.diff(recording, tgr.record(_Unsharding(), torch.ones(1, 2))).union
+    for graph in (recording.graph, union):
+        page = to_html(graph, include_ops=include_ops)
+        drawing, info = script_json(page, "tgr-drawing"), script_json(page, "tgr-data")
+        box = drawing["ids"].index("unshard:op:all_gather_copy_in#2")
+        assert len(info) == len(drawing["ids"])
+        assert info[box]["name"] == "all_gather" and "FSDP unshard: 3 ops" in info[box]["args"]
+    page = recording.render(tmp_path / "unshard.html", include_ops=include_ops).read_text("utf-8")
+    assert "unshard:op:all_gather_copy_in#2" in script_json(page, "tgr-drawing")["ids"]
 
 
 def test_notebook_display_never_imports_ipython() -> None:

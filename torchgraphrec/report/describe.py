@@ -34,7 +34,7 @@ from torchgraphrec.render.texts import cost_names
 from torchgraphrec.render.unshard import BOX, INTO, add_unshard
 from torchgraphrec.render.view import View, build_view
 
-__all__ = ["describe", "opening_depth", "KIND_LETTERS", "STATUSES"]
+__all__ = ["describe", "drawn_graph", "opening_depth", "KIND_LETTERS", "STATUSES"]
 
 #: One letter per drawn kind; ``M`` is a tensor the model received or returned.
 KIND_LETTERS = {"layer": "L", "tensor": "T", "param": "P", "op": "O"}
@@ -53,6 +53,19 @@ def opening_depth(graph: nx.DiGraph, options: RenderOptions) -> Optional[int]:
     return build_view(graph, options).depth
 
 
+def drawn_graph(graph: nx.DiGraph) -> nx.DiGraph:
+    """The graph a description numbers: ``graph`` with pass-through calls on the flow and
+    FSDP's unshard boxes added (a copy where either changes it). Whatever the page reads by
+    node number comes from it: the boxes are nodes only it has.
+
+    >>> import torch, torchgraphrec
+    >>> rec = torchgraphrec.record(torch.nn.Sequential(torch.nn.Linear(2, 2)), torch.ones(1, 2))
+    >>> drawn_graph(rec.graph) is rec.graph
+    True
+    """
+    return add_unshard(wire_pass_through(graph))
+
+
 class _Describer:
     """Writes the fragments of one graph under one set of options. Layers are written as
     boxes by a writer that sees every layer drawn as a box, and as clusters by one that
@@ -60,7 +73,7 @@ class _Describer:
 
     def __init__(self, graph: nx.DiGraph, options: RenderOptions) -> None:
         self.options = replace(options, color_by=None)  # the page colours by itself
-        self.graph = add_unshard(wire_pass_through(graph))
+        self.graph = drawn_graph(graph)
         self.order = sorted(self.graph.nodes, key=lambda n: self.graph.nodes[n]["seq"])
         self.index = {node: i for i, node in enumerate(self.order)}
         self.children: dict[Optional[str], list[str]] = {}

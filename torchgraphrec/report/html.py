@@ -19,7 +19,7 @@ from typing import Any
 import jinja2
 import networkx as nx
 
-from torchgraphrec.report.describe import describe, opening_depth
+from torchgraphrec.report.describe import describe, drawn_graph, opening_depth
 from torchgraphrec.render.dot import to_dot
 from torchgraphrec.render.engine import run_engine
 from torchgraphrec.render.marks import is_diff
@@ -121,7 +121,7 @@ def report_fragment(graph: nx.DiGraph, *, element_id: str = "tgr", scripts: bool
     return _template("report.html.j2").render(
         root_id=element_id, facts=facts(graph), svg=_inline_svg(svg),
         drawing_json=_script_json(drawing),
-        data_json=_script_json(node_info(graph, drawing["ids"])),
+        data_json=_script_json(node_info(drawn_graph(graph), drawing["ids"])),
         config_json=_script_json(_config(graph, settings, depth)),
         style=_asset("report.css"), viz=_raw(viz_js().text, "viz-global.js") if scripts else "",
         script="\n".join(_asset(name) for name in SCRIPTS) if scripts else "")
