@@ -171,6 +171,95 @@ def test_render_writes_the_exports_for_other_tools(suffix: str, key: str, factor
     assert key in out.read_text()
 
 
+def test_a_file_target_imports_the_modules_beside_it(tmp_path: Path, capsys) -> None:
+    # as `python folder/factory.py` would run it: its folder first on sys.path, from any
+    # working folder, also for an import inside the factory; sys.path is left as it was
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "tgr_sibling_nets.py").write_text(
+        "import torch\ndef net():\n    return torch.nn.Sequential(torch.nn.Linear(4, 3))\n")
+    (folder / "factory.py").write_text(textwrap.dedent("""
+        import torch
+        from tgr_sibling_nets import net
+
+        def make():
+            return net(), torch.randn(2, 4)
+
+        def lazy():
+            import tgr_sibling_nets
+            return tgr_sibling_nets.net(), torch.randn(2, 4)
+    """))
+    before = list(sys.path)
+    try:
+        for name in ("make", "lazy"):
+            out = tmp_path / f"{name}.json"
+            assert main(["render", f"{folder / 'factory.py'}:{name}", "-o", str(out)]) == 0, \
+                capsys.readouterr().err
+            assert from_json(out.read_text()).graph["model"] == "Sequential"
+            assert sys.path == before
+    finally:
+        sys.modules.pop("tgr_sibling_nets", None)
+
+
+TENSORS = textwrap.dedent("""
+    import torch
+
+    class Open(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = torch.nn.Linear(8, 16), torch.nn.Linear(16, 2)
+
+        def forward(self, x):
+            return self.fc2(torch.relu(self.fc1(x)))
+
+    def open_code():
+        return Open(), torch.randn(4, 8)
+
+    def sequential():
+        return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                   torch.nn.Linear(16, 2)), torch.randn(4, 8)
+""")
+
+
+@pytest.mark.parametrize("name", ["open_code", "sequential"])
+def test_tensors_draws_what_open_code_hands_to_a_call(name: str, tmp_path: Path) -> None:
+    # as documented: a box's outputs are part of the box; --tensors adds the tensors the
+    # code drawn open computed (a module's own forward), --expand-leaves opens every module
+    factory = tmp_path / "tensors_factories.py"
+    factory.write_text(TENSORS)
+    assert main(["render", f"{factory}:{name}", "-o", str(tmp_path / "m.json")]) == 0
+    graph = from_json((tmp_path / "m.json").read_text())
+    # the calls drawn open: those holding calls (the others are boxes)
+    opened = {a["parent"] for _, a in graph.nodes(data=True) if a["kind"] == "layer"} - {None}
+    tensors = {n: a for n, a in graph.nodes(data=True) if a["kind"] == "tensor"}
+    ends = {n for n, a in tensors.items() if a["role"] in ("input", "output")}
+    open_made = {n for n, a in tensors.items() if a["parent"] in opened} - ends
+
+    def drawn(*options: str) -> set[str]:
+        out = tmp_path / "m.dot"
+        assert main(["render", str(tmp_path / "m.json"), "-o", str(out), *options]) == 0
+        return set(re.findall(r'id="n-(tensor:[^"]+)"', out.read_text()))
+
+    assert drawn() == ends
+    assert drawn("--tensors") == ends | open_made
+    assert drawn("--tensors", "--expand-leaves") == set(tensors)
+    assert bool(open_made) == (name == "open_code")
+
+
+def test_me_data_takes_color_by_params_as_a_drawing_does(factory_file: Path,
+                                                         tmp_path: Path) -> None:
+    saved = tmp_path / "conv.json"
+    assert main(["render", f"{factory_file}:model", "--input-shape", "1,3,8,8", "-o",
+                 str(saved)]) == 0
+    out = tmp_path / "conv.me-data.json"
+    assert main(["render", str(saved), "-o", str(out), "--color-by", "params"]) == 0
+    [overlay] = json.loads(out.read_text()).values()
+    root = [a for _, a in from_json(saved.read_text()).nodes(data=True)
+            if a["kind"] == "layer" and a["parent"] is None][0]
+    assert overlay["name"] == "params"
+    assert sum(item["value"] for item in overlay["results"].values()) == root["num_params"] > 0
+
+
 def test_python_dash_m_runs_the_cli() -> None:
     done = subprocess.run([sys.executable, "-m", "torchgraphrec", "--help"], capture_output=True,
                           text=True)

@@ -44,9 +44,11 @@ def _add_render_options(parser: argparse.ArgumentParser) -> None:
                         help="open modules without children, drawing their ops")
     parser.add_argument("--no-settings", dest="show_settings", action="store_false",
                         help="leave the modules' settings (kernel, stride, p...) out of the boxes")
-    for kind in ("tensors", "params"):
-        parser.add_argument(f"--{kind}", dest=f"include_{kind}", action="store_true",
-                            help=f"draw the {kind} too")
+    parser.add_argument("--tensors", dest="include_tensors", action="store_true",
+                        help="draw the tensors a module's own code hands to a call (a box's "
+                             "outputs are part of the box: --expand-leaves opens the boxes)")
+    parser.add_argument("--params", dest="include_params", action="store_true",
+                        help="draw the params too")
     parser.add_argument("--no-ops", dest="include_ops", action="store_false",
                         help="leave out the ops that code runs between modules")
     parser.add_argument("--show-costs", action="store_true",

@@ -6,7 +6,8 @@ Nothing here imports torch: a saved recording can be checked, folded and drawn w
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import Any, Mapping, Optional
 
 import networkx as nx
 
@@ -25,7 +26,7 @@ from torchgraphrec.schema import (
     TensorRole,
 )
 
-__all__ = ["validate", "collapse", "to_json", "from_json"]
+__all__ = ["validate", "collapse", "to_json", "from_json", "value_of"]
 
 _FORMAT = "torchgraphrec.recording"
 
@@ -254,3 +255,23 @@ def from_json(text: str | bytes, *, check: bool = True) -> nx.DiGraph:
     if check:
         validate(graph)
     return graph
+
+
+def value_of(attrs: Mapping[str, Any], name: str) -> Optional[float]:
+    """The number ``name`` of a node, or ``None`` where it has none (an optional attribute
+    not recorded, a value that is not a finite number). ``params`` is a layer's
+    ``num_params`` and a param node's element count.
+
+    >>> value_of({"kind": "param", "shape": (4, 8)}, "params"), value_of({"flops": 12}, "flops")
+    (32, 12)
+    >>> value_of({"flops": True}, "flops"), value_of({}, "forward_ms")
+    (None, None)
+    """
+    if name == "params":
+        if attrs.get("kind") == "param":
+            return math.prod(attrs["shape"])
+        name = "num_params"
+    value = attrs.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -55,6 +56,19 @@ def test_values_of_ops_are_their_own_and_calls_lend_theirs_to_what_made_their_ou
     [made] = [p for p in graph.predecessors(graph.nodes[conv]["outputs"][0])
               if graph.nodes[p]["kind"] == "op"]
     assert values == {head: 2.5, made: 7.0}  # the root's 100 would count everything twice
+
+
+@pytest.mark.parametrize("ops", ["torch", None])
+def test_params_is_read_as_a_drawing_reads_it(ops, tmp_path) -> None:
+    # color_by="params" paints an SVG by a call's num_params and a parameter's size: the
+    # overlay takes the same name, and Model Explorer's totals are the model's parameters
+    # (a buffer, BatchNorm's running_mean, holds none)
+    graph = tgr.record(*fresh("resnet_like"), ops=ops).graph
+    values = results(graph, "params")
+    for param, attrs in nodes_of(graph, "param").items():
+        assert values.get(param) == (None if attrs["buffer"] else math.prod(attrs["shape"]))
+    root = [a for a in nodes_of(graph, "layer").values() if a["parent"] is None][0]
+    assert sum(values.values()) == root["num_params"] > 0
 
 
 def test_an_attribute_no_node_has_is_named_with_those_that_exist(recording, tmp_path) -> None:

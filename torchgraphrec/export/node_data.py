@@ -9,6 +9,7 @@ from typing import Any
 import networkx as nx
 
 from torchgraphrec.export.plan import Plan, graph_id
+from torchgraphrec.graph import value_of
 
 __all__ = ["to_node_data", "GRADIENT"]
 
@@ -26,8 +27,20 @@ def _number(value: Any) -> bool:
 
 
 def _numeric_names(graph: nx.DiGraph) -> list[str]:
-    return sorted({key for _, attrs in graph.nodes(data=True) for key, value in attrs.items()
-                   if _number(value) and key not in _BOOKKEEPING})
+    found = {key for _, attrs in graph.nodes(data=True) for key, value in attrs.items()
+             if _number(value) and key not in _BOOKKEEPING}
+    if any(_value(attrs, "params") is not None for _, attrs in graph.nodes(data=True)):
+        found.add("params")
+    return sorted(found)
+
+
+def _value(attrs: dict[str, Any], data: str) -> Any:
+    """The number ``data`` of a node as ``color_by`` reads it (``params``: a call's
+    ``num_params``, a parameter's element count), or ``None``. A buffer holds no
+    parameters: counted, Model Explorer's totals would exceed ``num_params``."""
+    if data == "params" and attrs.get("buffer"):
+        return None
+    return value_of(attrs, data)
 
 
 def _mark_calls(graph: nx.DiGraph, node: str, marked: set[str]) -> None:
@@ -51,16 +64,16 @@ def _values(plan: Plan, data: str) -> dict[str, float]:
     only (a probe statistic) shows on the op that made the call's output, and an
     inclusive one (``num_params``) is not counted twice."""
     graph = plan.graph
-    values = {n: a[data] for n, a in graph.nodes(data=True)
-              if plan.is_node(n) and _number(a.get(data))}
+    read = {n: _value(a, data) for n, a in graph.nodes(data=True) if plan.is_node(n)}
+    values = {n: value for n, value in read.items() if value is not None}
     covered: set[str] = set()
     for node in values:
         _mark_calls(graph, node, covered)
     for call in sorted(plan.groups, key=lambda n: -graph.nodes[n]["depth"]):
-        value = graph.nodes[call].get(data)
+        value = _value(graph.nodes[call], data)
         outputs = [t for t in graph.nodes[call].get("outputs", ()) if t in graph]
         found = plan.source(outputs[0]) if outputs else None
-        if call in covered or not _number(value) or found is None:
+        if call in covered or value is None or found is None:
             continue
         if found[0] not in values and _inside(graph, found[0], call):
             values[found[0]] = value
@@ -72,8 +85,8 @@ def _values(plan: Plan, data: str) -> dict[str, float]:
 def to_node_data(graph: nx.DiGraph, *, data: str) -> str:
     """The node-data JSON that colours the graph of
     :func:`~torchgraphrec.export.model_explorer.to_model_explorer` by the numeric node
-    attribute ``data`` (``"flops"``, ``"saved_bytes"``, a probe statistic such as
-    ``"grad_output.rms"``...).
+    attribute ``data`` (``"flops"``, ``"saved_bytes"``, ``"params"``, a probe statistic such
+    as ``"grad_output.rms"``...), read as ``color_by`` reads it for a drawing.
 
     Model Explorer sums, averages and bounds the values inside each layer itself, so ops
     carry their own values; a value recorded only on module calls (a probe statistic)

@@ -60,8 +60,13 @@ class RenderOptions:
             :data:`~torchgraphrec.render.view.AUTO_NODES` nodes, the deepest level that
             fits), ``None`` (every level) or a number (calls at that
             level are drawn as one box).
-        include_tensors: draw the tensors between calls (the model's inputs and outputs
-            are always drawn).
+        include_tensors: draw the tensors that the code drawn open hands to a call: those
+            a module's own forward computes between its submodules (the input of ``fc2`` in
+            ``fc2(torch.relu(fc1(x)))``) and, with ``expand_leaves``, those the ops inside each
+            module return. A tensor a box returns is part of that box (its shape is on the
+            box's label), so a model made only of submodules (an ``nn.Sequential``) draws
+            nothing more unless ``expand_leaves`` opens them. The model's inputs and outputs
+            are always drawn.
         include_params: draw parameters and buffers just above the ops that use them, inside
             their module (they are always counted in their module's box).
         include_ops: draw the ops that code runs between modules (``add``, ``cat``...); a

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from torchgraphrec.graph import value_of
 from torchgraphrec.render import labels
 from torchgraphrec.render.theme import SCALE, is_logarithmic, scale_color
 
@@ -28,26 +29,6 @@ TITLES = {"flops": "forward FLOPs", "backward_flops": "backward FLOPs",
           "backward_ms": "backward time",
           "params": "parameters", "num_params": "parameters", "bytes": "tensor size",
           "output_bytes": "output size", "param_bytes": "parameter size"}
-
-
-def value_of(attrs: Mapping[str, Any], name: str) -> Optional[float]:
-    """The number ``name`` of a node, or ``None`` where it has none (an optional attribute
-    not recorded, a value that is not a finite number). ``params`` is a layer's
-    ``num_params`` and a param node's element count.
-
-    >>> value_of({"kind": "param", "shape": (4, 8)}, "params"), value_of({"flops": 12}, "flops")
-    (32, 12)
-    >>> value_of({"flops": True}, "flops"), value_of({}, "forward_ms")
-    (None, None)
-    """
-    if name == "params":
-        if attrs.get("kind") == "param":
-            return math.prod(attrs["shape"])
-        name = "num_params"
-    value = attrs.get(name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return value
 
 
 def colorable(nodes: Iterable[Mapping[str, Any]]) -> list[str]:
