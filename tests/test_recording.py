@@ -324,8 +324,18 @@ def test_on_off_options_that_are_not_bools_are_refused(option: str) -> None:
 
 
 def test_backward_needs_a_floating_output() -> None:
-    with pytest.raises(ValueError, match="holds no floating tensor that requires grad"):
+    with pytest.raises(ValueError, match="holds no real floating tensor that requires grad$"):
         tgr.record(torch.nn.Identity(), torch.tensor([1, 2]), backward=True)
+
+
+@pytest.mark.filterwarnings("ignore:Complex modules are a new feature")
+def test_backward_of_a_complex_output_says_how_to_record_it() -> None:
+    model = torch.nn.Linear(2, 2).to(torch.cfloat)
+    with pytest.raises(ValueError, match=r"a complex output needs a real loss: .*Recorder"):
+        tgr.record(model, torch.ones(1, 2, dtype=torch.cfloat), backward=True)
+    with tgr.Recorder(model, backward=True) as rec:  # the way the message gives
+        model(torch.ones(1, 2, dtype=torch.cfloat)).abs().sum().backward()
+    assert any("t_backward_start_ns" in a for _, a in rec.graph.nodes(data=True))
 
 
 @pytest.mark.parametrize("name", ZOO_NAMES)

@@ -148,10 +148,14 @@ def backward_loss(output: Any) -> Any:
     """
     from torchgraphrec.capture.structures import flatten_tensors
 
-    parts = [t.sum() for t in flatten_tensors(output) if t.is_floating_point() and t.requires_grad]
+    tensors = flatten_tensors(output)
+    parts = [t.sum() for t in tensors if t.is_floating_point() and t.requires_grad]
     if not parts:
-        raise ValueError("backward=True, but the model's output holds no floating tensor that "
-                         "requires grad")
+        complex_ = any(t.is_complex() and t.requires_grad for t in tensors)
+        raise ValueError(
+            "backward=True, but the model's output holds no real floating tensor that requires "
+            "grad" + (" (a complex output needs a real loss: record with tgr.Recorder and call "
+                      "backward() yourself, on output.abs().sum() say)" if complex_ else ""))
     total = parts[0]
     for part in parts[1:]:
         total = total + part
