@@ -463,6 +463,10 @@ def test_in_sharding_propagation_keeps_dtensors_shape_finding_out_of_backward_fl
     try:
         model = parallelize_module(model, init_device_mesh("cpu", (1,)),
                                    {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        try:
+            model(x)
+        except Exception as exc:  # noqa: BLE001 - torch's own, unrecorded (2.4's strategies)
+            pytest.skip(f"this torch's tensor parallel cannot run on one rank: {exc!r}")
         with tgr.Recorder(model, backward=True, flops=True) as rec:
             model(x).sum().backward()
     finally:

@@ -104,6 +104,12 @@ class CallTracker:
         if self._pre_hook_id is not None:
             self._kwargs_tables += give_call_kwargs(modules, self._pre_hook_id)
         for module in modules:
+            if isinstance(module, torch.jit.ScriptModule):  # it refuses hooks of its own
+                if not GLOBAL_FORWARD_HOOKS_TAKE_KWARGS:
+                    # no post-hook would see its calls end (torch 2.4): the pre-hook skips
+                    # them too
+                    self._index_of.pop(id(module), None)
+                continue
             if not call_kwargs_readable():
                 self._handles.append(module.register_forward_pre_hook(self._pre_hook,
                                                                       with_kwargs=True))
