@@ -260,16 +260,19 @@ def from_json(text: str | bytes, *, check: bool = True) -> nx.DiGraph:
 def value_of(attrs: Mapping[str, Any], name: str) -> Optional[float]:
     """The number ``name`` of a node, or ``None`` where it has none (an optional attribute
     not recorded, a value that is not a finite number). ``params`` is a layer's
-    ``num_params`` and a param node's element count.
+    ``num_params`` and a param node's element count (a buffer's is ``None``: it holds no
+    parameters, and ``num_params`` does not count it).
 
     >>> value_of({"kind": "param", "shape": (4, 8)}, "params"), value_of({"flops": 12}, "flops")
     (32, 12)
     >>> value_of({"flops": True}, "flops"), value_of({}, "forward_ms")
     (None, None)
+    >>> value_of({"kind": "param", "shape": (4,), "buffer": True}, "params") is None
+    True
     """
     if name == "params":
         if attrs.get("kind") == "param":
-            return math.prod(attrs["shape"])
+            return None if attrs.get("buffer") else math.prod(attrs["shape"])
         name = "num_params"
     value = attrs.get(name)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -29,18 +29,9 @@ def _number(value: Any) -> bool:
 def _numeric_names(graph: nx.DiGraph) -> list[str]:
     found = {key for _, attrs in graph.nodes(data=True) for key, value in attrs.items()
              if _number(value) and key not in _BOOKKEEPING}
-    if any(_value(attrs, "params") is not None for _, attrs in graph.nodes(data=True)):
+    if any(value_of(attrs, "params") is not None for _, attrs in graph.nodes(data=True)):
         found.add("params")
     return sorted(found)
-
-
-def _value(attrs: dict[str, Any], data: str) -> Any:
-    """The number ``data`` of a node as ``color_by`` reads it (``params``: a call's
-    ``num_params``, a parameter's element count), or ``None``. A buffer holds no
-    parameters: counted, Model Explorer's totals would exceed ``num_params``."""
-    if data == "params" and attrs.get("buffer"):
-        return None
-    return value_of(attrs, data)
 
 
 def _mark_calls(graph: nx.DiGraph, node: str, marked: set[str]) -> None:
@@ -64,13 +55,13 @@ def _values(plan: Plan, data: str) -> dict[str, float]:
     only (a probe statistic) shows on the op that made the call's output, and an
     inclusive one (``num_params``) is not counted twice."""
     graph = plan.graph
-    read = {n: _value(a, data) for n, a in graph.nodes(data=True) if plan.is_node(n)}
+    read = {n: value_of(a, data) for n, a in graph.nodes(data=True) if plan.is_node(n)}
     values = {n: value for n, value in read.items() if value is not None}
     covered: set[str] = set()
     for node in values:
         _mark_calls(graph, node, covered)
     for call in sorted(plan.groups, key=lambda n: -graph.nodes[n]["depth"]):
-        value = _value(graph.nodes[call], data)
+        value = value_of(graph.nodes[call], data)
         outputs = [t for t in graph.nodes[call].get("outputs", ()) if t in graph]
         found = plan.source(outputs[0]) if outputs else None
         if call in covered or value is None or found is None:
