@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import operator
 import time
 import types
@@ -19,11 +18,11 @@ from torchgraphrec.capture.clock import GapKind
 from torchgraphrec.capture.collectives import collective_call
 from torchgraphrec.capture.opnames import ALL_TENSORS, NO_KWARGS, SHARED_COUNTS, TENSOR, \
     mutates_by_name, op_name_of
+from torchgraphrec.capture.schemas import view_source, written_by_schema
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, version_of
 
-__all__ = ["OpMode", "OpRecorder", "dispatch_half", "leave_stack", "view_source",
-           "written_by_schema"]
+__all__ = ["OpMode", "OpRecorder", "dispatch_half", "leave_stack"]
 
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
@@ -80,42 +79,6 @@ def dispatch_half(costs: DispatchCosts) -> Callable[[Any], int]:
     """
     return lambda func: (costs.python_op if isinstance(func, types.FunctionType)
                          else costs.op) // 2
-
-
-@functools.lru_cache(maxsize=None)
-def view_source(func: Any) -> Optional[int]:
-    """The position of the argument that the ATen op ``func`` returns a view of (whose
-    version counter the view shares from the moment the dispatcher above the caller makes
-    it a view), or ``None``.
-
-    >>> view_source(torch.ops.aten.t.default), view_source(torch.ops.aten.addmm.default)
-    (0, None)
-    """
-    schema = getattr(func, "_schema", None)
-    if schema is None or not any(r.alias_info is not None and not r.alias_info.is_write
-                                 for r in schema.returns):
-        return None
-    for position, argument in enumerate(schema.arguments):
-        if argument.alias_info is not None and not argument.alias_info.is_write:
-            return position
-    return None
-
-
-def written_by_schema(func: Any, args: tuple, kwargs: dict) -> Optional[list]:
-    """``(tensor, version)`` for each argument an ATen op writes in place, at the version it
-    will have once the dispatcher above the caller has counted the change."""
-    schema = getattr(func, "_schema", None)
-    if schema is None or not schema.is_mutable:
-        return None
-    found = []
-    for position, argument in enumerate(schema.arguments):
-        if argument.alias_info is None or not argument.alias_info.is_write:
-            continue
-        value = args[position] if position < len(args) else kwargs.get(argument.name)
-        if isinstance(value, _Tensor):
-            version = version_of(value)
-            found.append((value, version + 1 if version >= 0 else -1))
-    return found or None
 
 
 class OpRecorder:
