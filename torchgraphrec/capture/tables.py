@@ -43,6 +43,7 @@ class ModuleTable:
         self._by_qualname: dict[str, int] = {}
         self._slots: dict[tuple[int, str], str] = {}  # (module index, name) -> param node id
         self._swapped: list[Any] = []  # parameters recognised by their slot, held
+        self._nesting = (-1, 0)  # (modules counted, how deep they nest)
         # named_modules(), as probe selectors use it: the same order, names and overrides
         found = _named_modules(model)
         #: whether the model swaps other parameter objects into its modules while it runs
@@ -166,11 +167,14 @@ class ModuleTable:
         >>> ModuleTable(nn.Sequential(nn.Sequential(nn.Linear(1, 1)), nn.ReLU())).nesting()
         2
         """
-        depths = [0] * len(self.parents)
-        for index, parent in enumerate(self.parents):  # a module comes after its parent
-            if parent >= 0:
-                depths[index] = depths[parent] + 1
-        return max(depths, default=0)
+        # asked at every forward: only the modules a forward builds change it
+        if self._nesting[0] != len(self.parents):
+            depths = [0] * len(self.parents)
+            for index, parent in enumerate(self.parents):  # a module comes after its parent
+                if parent >= 0:
+                    depths[index] = depths[parent] + 1
+            self._nesting = (len(self.parents), max(depths, default=0))
+        return self._nesting[1]
 
     def module_by_qualname(self, qualname: str) -> int | None:
         """The index of the module named ``qualname``, if there is one."""
