@@ -255,3 +255,19 @@ def test_show_displays_with_the_given_options(recording, monkeypatch) -> None:
     made[0].send = lambda content, buffers=None: sent.append(buffers[0].decode())
     made[0]._answer(made[0], {"ask": "report"}, [])
     assert script_json(sent[0], "tgr-config")["preset"]["depth"] == 0
+
+
+@pytest.mark.needs("fully_shard")
+def test_an_unshard_box_times_the_whole_unshard() -> None:
+    import torch.distributed.fsdp  # noqa: F401  registers torch.ops.fsdp
+
+    from torchgraphrec.report.describe import drawn_graph
+
+    graph = tgr.record(_Unsharding(), torch.ones(1, 2)).graph
+    box = drawn_graph(graph).nodes["unshard:op:all_gather_copy_in#2"]
+    members = [a for _, a in graph.nodes(data=True) if a["kind"] == "op"
+               and a["parent"] == "layer:#0" and a["name"] != "linear"]
+    assert len(members) == 3  # the two buffers it makes, and the copy-in
+    assert box["t_start_ns"] == min(a["t_start_ns"] for a in members)
+    assert box["forward_ms"] == (box["t_end_ns"] - box["t_start_ns"]) / 1e6
+    assert box["self_ms"] == pytest.approx(sum(a["self_ms"] for a in members))

@@ -82,7 +82,7 @@ def _unit_params(params: list[tuple[str, str]], qualname: str, nested: set[str])
 
 def _box_attrs(graph: nx.DiGraph, copy_in: str, members: Iterable[str]) -> dict:
     """The box's attributes: an op named ``all_gather`` where the unit's collective ran,
-    carrying the collective's bytes and the time of the whole unshard."""
+    carrying the collective's bytes, and the time and costs of the whole unshard."""
     nodes = graph.nodes
     ops = [nodes[n] for n in members if nodes[n]["kind"] == "op"]
     gathers = [a for a in ops if a.get("collective") == "all_gather"]
@@ -98,6 +98,12 @@ def _box_attrs(graph: nx.DiGraph, copy_in: str, members: Iterable[str]) -> dict:
         times = [a[key] for a in ops if a.get(key) is not None]
         if times:
             attrs[key] = pick(times)
+    # the whole unshard's costs, not its first op's: its span, and its ops' own sums
+    if "forward_ms" in attrs and "t_start_ns" in attrs:
+        attrs["forward_ms"] = (attrs["t_end_ns"] - attrs["t_start_ns"]) / 1e6
+    for key in ("self_ms", "flops", "backward_flops", "saved_bytes", "backward_ms"):
+        if key in attrs:
+            attrs[key] = sum(a.get(key, 0) for a in ops)
     return attrs
 
 
