@@ -137,3 +137,26 @@ DIFFS = {
 def test_a_diffs_marks_are_to_dots(composer: Any, name: str) -> None:
     union = tgr.diff(*DIFFS[name]()).union
     _same_as_to_dot(composer, union, STATES)
+
+
+class _FusedAttention(torch.nn.Module):
+    """Query, key and value split from one projection (GPT-2 without its cache)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(8, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = (part.view(1, 4, 2, 4).transpose(1, 2) for part in self.qkv(x).split(8, -1))
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def test_edges_of_several_roles_merged_into_one_keep_them_all(composer: Any) -> None:
+    torch.manual_seed(0)
+    graph = tgr.record(_FusedAttention(), torch.randn(1, 4, 8)).graph
+    # the three arguments' edges all come from the split once their reshapes are bridged:
+    # one edge, which is each of them (before, whichever came first named it alone)
+    labelled = [line for line in to_dot(graph, depth=None).splitlines()
+                if "scaled_dot_product_attention" in line and "->" in line and "label=" in line]
+    assert len(labelled) == 1 and 'label="query/key/value"' in labelled[0]
+    _same_as_to_dot(composer, graph, (*STATES, {"depth": None, "rankdir": "LR"}))

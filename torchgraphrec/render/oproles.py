@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Mapping
 
 import networkx as nx
 
 __all__ = ["LAYOUT_OPS", "IDENTITY_OPS", "RESHAPE", "ROLES", "SIDE_ROLES", "ROLE_PORTS",
            "is_layout", "is_identity", "is_bridged", "argument_roles", "stronger",
-           "in_role_order"]
+           "role_labels", "in_role_order"]
 
 #: Ops that only change how a tensor's elements are laid out: a chain of them between two
 #: drawn nodes is one edge labelled :data:`RESHAPE` (``include_ops="all"`` draws each).
@@ -29,6 +30,7 @@ ROLES: Mapping[str, tuple[str, ...]] = {
 #: (attention's query, whose shape its output has), so that the key's longer way (rotary,
 #: a cache's ``cat``) is not drawn straight down the middle with the query beside it.
 SIDE_ROLES = frozenset(role for roles in ROLES.values() for role in roles[1:])
+_RANK = {role: rank for roles in ROLES.values() for rank, role in enumerate(roles)}
 #: Where each role's edge ends on the op, by ``rankdir``: in order along the side the flow
 #: comes in by (Graphviz ignores a node's ``ordering`` inside a cluster; ports it keeps).
 ROLE_PORTS: Mapping[str, Mapping[str, str]] = {
@@ -81,13 +83,35 @@ def argument_roles(graph: nx.DiGraph) -> dict[tuple[str, str], str]:
 
 
 def stronger(*labels: str) -> str:
-    """The label an edge keeps where several reach it: a role, else ``reshape``, else none.
+    """The label an edge keeps where several reach it: their roles, else ``reshape``, else
+    none. Edges of different roles merged into one (query, key and value split from one
+    projection) keep them all, joined in :data:`ROLES` order (:func:`role_labels`).
 
     >>> stronger("", "reshape", "query"), stronger("reshape", ""), stronger("", "")
     ('query', 'reshape', '')
+    >>> stronger("value", "reshape", "key"), stronger("key/value", "query")
+    ('key/value', 'query/key/value')
     """
-    roles = [label for label in labels if label and label != RESHAPE]
-    return roles[0] if roles else (RESHAPE if RESHAPE in labels else "")
+    roles = {role for label in labels if label and label != RESHAPE
+             for role in label.split("/")}
+    if roles:
+        return "/".join(sorted(roles, key=lambda role: (_RANK.get(role, len(_RANK)), role)))
+    return RESHAPE if RESHAPE in labels else ""
+
+
+def role_labels() -> list[str]:
+    """Every label :func:`stronger` can give an edge of roles: each op's roles and every
+    combination of them, in order.
+
+    >>> role_labels()[:5]
+    ['query', 'key', 'value', 'mask', 'query/key']
+    """
+    found: dict[str, None] = {}
+    for roles in ROLES.values():
+        for size in range(1, len(roles) + 1):
+            for combination in itertools.combinations(roles, size):
+                found["/".join(combination)] = None
+    return list(found)
 
 
 def in_role_order(edges: list[tuple[str, str]],

@@ -25,7 +25,7 @@ from torchgraphrec.render.legend import legend_lines, text_row
 from torchgraphrec.render.marks import is_diff, styled
 from torchgraphrec.render.options import RANKDIRS, RenderOptions
 from torchgraphrec.render.oproles import RESHAPE, ROLES, SIDE_ROLES, argument_roles, \
-    is_bridged, is_identity
+    is_bridged, is_identity, role_labels
 from torchgraphrec.render.passthrough import wire_pass_through
 from torchgraphrec.report.runs import find_all_runs
 from torchgraphrec.render.scale import TITLES, value_of
@@ -176,7 +176,7 @@ class _Describer:
         each node's entry in it) and style."""
         names: dict[str, int] = {}
         marker = [names.setdefault(self.writer.marker_label(n), len(names)) for n in self.order]
-        role_names = sorted({role for roles in ROLES.values() for role in roles})
+        role_names = role_labels()
         nodes = self.graph.nodes
         return {"layout": [i for i, n in enumerate(self.order) if is_bridged(nodes[n])],
                 "unlabelled": [i for i, n in enumerate(self.order) if is_identity(nodes[n])],

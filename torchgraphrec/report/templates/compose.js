@@ -73,6 +73,7 @@ function tgrClusterTest(P, state) {
    leaves, rankdir, side ("both" | "a" | "b")}. */
 function tgrCompose(P, state) {
   const {D, n, children} = P;
+  tgrRoleRank = D.role_rank;
   const absentStatus = state.side === "a" ? "added" : state.side === "b" ? "removed" : null;
   const status = D.status || [];
   const absent = (i) => absentStatus !== null && status[i] === absentStatus;
@@ -285,11 +286,17 @@ function tgrLift(P, state, folded, canonical, vis, placed, absent) {
   return {edges: tgrInRoleOrder(edges, D.role_rank), inside, markers};
 }
 
-/* The label an edge keeps where several reach it: a role, else "reshape", else none
-   (render/oproles.py's stronger). */
+/* Each role's rank among its op's arguments (set from the page's data by tgrCompose). */
+var tgrRoleRank = {};
+
+/* The label an edge keeps where several reach it: their roles, joined in rank order where
+   edges of different roles merged, else "reshape", else none (render/oproles.py's stronger). */
 function tgrStronger(...labels) {
-  const roles = labels.filter((label) => label && label !== "reshape");
-  return roles.length ? roles[0] : labels.includes("reshape") ? "reshape" : "";
+  const roles = new Set();
+  for (const label of labels) if (label && label !== "reshape") label.split("/").forEach((r) => roles.add(r));
+  if (!roles.size) return labels.includes("reshape") ? "reshape" : "";
+  const rank = (r) => (r in tgrRoleRank ? tgrRoleRank[r] : Infinity);
+  return [...roles].sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0)).join("/");
 }
 
 /* The edges drawn as markers: those out of a node that feeds more than `limit` nodes, all
