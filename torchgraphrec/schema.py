@@ -30,7 +30,8 @@ Nodes
         ns since the recording started, on a clock that stops while the recorder works),
         ``num_params`` (the module's parameter elements,
         nested ones included, counted when the graph is built; lazy parameters not yet
-        materialized count 0), ``inputs`` and ``outputs`` (tuples of the ids of the nodes
+        materialized count 0; a parameter several modules hold, a tied weight, counts only
+        in the one ``named_parameters()`` names it under, and those above it), ``inputs`` and ``outputs`` (tuples of the ids of the nodes
         the call received, positional and keyword, and returned: tensor nodes, and param
         nodes for parameters handed over as arguments; :func:`~torchgraphrec.collapse`
         keeps them as they were, so they may name nodes folded away), ``settings`` (the

@@ -79,17 +79,41 @@ def _grouped_mm(args: tuple, kwargs: dict, out: Any) -> int:
     return 2 * out.numel() * first.shape[-1]
 
 
+def _rnn_layer(args: tuple, kwargs: dict, out: Any) -> int:
+    """oneDNN's recurrent layer (``nn.LSTM`` on the CPU): its matmuls, as the step-by-step
+    path counts them, the input's and the hidden state's projections at every step (the
+    weights' rows hold every gate).
+
+    >>> steps = torch.ones(12, 3, 32)  # 12 steps of a batch of 3
+    >>> w_ih, w_hh = torch.ones(4 * 48, 32), torch.ones(4 * 48, 48)
+    >>> _rnn_layer((steps, w_ih, w_hh), {}, None) == 2 * 36 * (32 + 48) * 4 * 48
+    True
+    """
+    steps, input_weight, hidden_weight = args[:3]
+    rows = steps.numel() // steps.shape[-1]
+    return 2 * rows * (input_weight.numel() + hidden_weight.numel())
+
+
+def _rnn_layer_backward(args: tuple, kwargs: dict, out: Any) -> int:
+    """The backward of :func:`_rnn_layer`: each projection's two gradients (its input's and
+    its weight's), which the fused kernel computes whether or not they are needed."""
+    return 2 * _rnn_layer(args, kwargs, out)
+
+
 #: Kernels ``torch.utils.flop_counter`` has no formula for, counted as what they fuse, so
 #: that a model's FLOPs are the same whichever kernel ran: the CPU attention kernel (as
 #: SDPA's math backend counts it), the fused fast paths of ``nn.MultiheadAttention``
-#: and ``nn.TransformerEncoderLayer`` (as their Python paths count), and the grouped
-#: matmul of mixture-of-experts layers (as their loops over experts count).
+#: and ``nn.TransformerEncoderLayer`` (as their Python paths count), the grouped matmul of
+#: mixture-of-experts layers (as their loops over experts count), and oneDNN's recurrent
+#: layer (as ``nn.LSTM``'s step-by-step path counts).
 _EXTRA_KERNELS: dict[str, Formula] = {
     "_scaled_dot_product_flash_attention_for_cpu": _cpu_attention,
     "_scaled_dot_product_flash_attention_for_cpu_backward": _cpu_attention_backward,
     "_native_multi_head_attention": _native_attention,
     "_transformer_encoder_layer_fwd": _encoder_layer,
     "_grouped_mm": _grouped_mm,
+    "mkldnn_rnn_layer": _rnn_layer,
+    "mkldnn_rnn_layer_backward": _rnn_layer_backward,
 }
 EXTRA_FORMULAS: dict[Any, Formula] = {  # a release without one of them lacks its entry
     packet: _EXTRA_KERNELS[name] for name, packet in aten_packets(_EXTRA_KERNELS).items()}

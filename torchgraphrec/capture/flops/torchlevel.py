@@ -144,7 +144,8 @@ def _direct_formulas() -> dict[Any, Formula]:
 #: attentions (and the fused transformer layer and the grouped matmul of
 #: :data:`EXTRA_FORMULAS`).
 _COUNTED_NAMES = frozenset({"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "_grouped_mm",
-                            "_scaled_grouped_mm", "_transformer_encoder_layer_fwd"})
+                            "_scaled_grouped_mm", "_transformer_encoder_layer_fwd",
+                            "mkldnn_rnn_layer", "mkldnn_rnn_layer_backward"})
 
 
 def _counted_family(op: Any) -> bool:
@@ -155,7 +156,8 @@ def _counted_family(op: Any) -> bool:
 def shortcuts_hold() -> bool:
     """Whether :func:`torch_level_counting`'s shortcuts hold: every ATen op with a FLOP
     formula (PyTorch's and :data:`EXTRA_FORMULAS`) is a product, a convolution, an
-    attention or the fused transformer layer, as in PyTorch; not where someone registered
+    attention, the fused transformer layer or a fused recurrent layer (none of which a
+    :data:`FLOP_FREE` call runs), as in PyTorch; not where someone registered
     formulas for others (then every op runs under the FLOP mode).
 
     >>> shortcuts_hold()
