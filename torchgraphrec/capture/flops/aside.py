@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from torchgraphrec._torch import dispatch_mode_at, dispatch_mode_depth, dispatch_modes, \
@@ -12,6 +13,7 @@ __all__ = ["ModeAside"]
 _depth: Callable[[], int] = dispatch_mode_depth
 _push: Callable[[Any], None] = push_dispatch_mode
 _pop: Callable[[], Any] = pop_dispatch_mode
+_now: Callable[[], int] = time.perf_counter_ns
 
 
 def _user_depth() -> int:
@@ -52,12 +54,18 @@ class ModeAside:
         return True
 
     def run_under(self, call: Callable[..., Any], *args: Any) -> Any:
-        """``call(*args)`` with the mode (aside) on top of the stack meanwhile."""
+        """``call(*args)`` with the mode (aside) on top of the stack meanwhile; pushing and
+        popping it stop the mode's clock, as its own work does."""
+        clock = self.mode.clock
+        started = _now()
         _push(self.mode)
+        clock.spent += _now() - started
         try:
             return call(*args)
         finally:
+            ended = _now()
             _pop()
+            clock.spent += _now() - ended
 
     def put_back(self) -> None:
         """Put the mode back where it was: under any mode entered since (which will leave

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 import torch
@@ -21,6 +22,7 @@ __all__ = ["CountingOpMode"]
 
 _Tensor, _Parameter = torch.Tensor, nn.Parameter
 _record_op = OpRecorder.record
+_now: Callable[[], int] = time.perf_counter_ns
 _dispatch_depth: Callable[[], int] = dispatch_mode_depth
 _transforms_active: Callable[[], bool] = functorch_transforms_active
 _graph_task_id: Callable[[], int] = graph_task_id  # -1 outside a backward pass
@@ -58,16 +60,24 @@ class CountingOpMode(OpMode):
         aside = self._aside
         if not aside.aside:
             return _record_op(self, func, types, args, kwargs)
+        # what is worked out here, before the op and after it, is the recorder's time too:
+        # the clock stops for it as it does for the handler's own work
+        entered, clock = _now(), self._clock
         if _dispatch_depth() != aside.depth:  # a dispatch mode entered in the forward
             aside.put_back()
+            clock.spent += _now() - entered
             return _record_op(self, func, types, args, kwargs)
         way = self._way(func, types, args)
         if way is FREE:
+            clock.spent += _now() - entered
             return _record_op(self, func, types, args, kwargs)
         if way is DISPATCH:
+            clock.spent += _now() - entered
             return aside.run_under(_record_op, self, func, types, args, kwargs)
         before = len(self._ops)
+        clock.spent += _now() - entered
         out = _record_op(self, func, types, args, kwargs)
+        counting = _now()
         # the op is the last one recorded: an op put in before it (a DTensor's to_local, by
         # ShardLinks) takes the index it had when it started
         index = len(self._ops) - 1 if len(self._ops) > before else before
@@ -76,6 +86,8 @@ class CountingOpMode(OpMode):
         except Exception as exc:  # a recorder bug must never break the user's forward
             self.on_failure(exc)
             return out
+        finally:
+            clock.spent += _now() - counting
         if count:
             self.flops[index] = self.flops.get(index, 0) + count
         return out
