@@ -34,10 +34,11 @@ class ModeAside:
     means a dispatch mode was entered since (the op mode compares it inline, once per op).
     """
 
-    __slots__ = ("mode", "aside", "depth", "_user_depth")
+    __slots__ = ("mode", "aside", "depth", "_user_depth", "_clock")
 
-    def __init__(self, mode: Any) -> None:
+    def __init__(self, mode: Any, clock: Any = None) -> None:
         self.mode = mode
+        self._clock = clock  # stopped while the mode is pushed and popped (a Clock, or None)
         self.aside = False
         self.depth = 0
         self._user_depth = 0  # modes below the mode's place, infra modes left out
@@ -55,17 +56,17 @@ class ModeAside:
 
     def run_under(self, call: Callable[..., Any], *args: Any) -> Any:
         """``call(*args)`` with the mode (aside) on top of the stack meanwhile; pushing and
-        popping it stop the mode's clock, as its own work does."""
-        clock = self.mode.clock
+        popping it stop the clock given, as the mode's own work does."""
         started = _now()
         _push(self.mode)
-        clock.spent += _now() - started
+        pushed = _now()
         try:
             return call(*args)
         finally:
             ended = _now()
             _pop()
-            clock.spent += _now() - ended
+            if self._clock is not None:
+                self._clock.spent += pushed - started + _now() - ended
 
     def put_back(self) -> None:
         """Put the mode back where it was: under any mode entered since (which will leave
