@@ -16,6 +16,7 @@ from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, DisableTorchF
     give_call_kwargs, global_pre_hook_takes_kwargs_by_id, graph_task_id, \
     register_global_forward_hook, take_call_kwargs
 from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
+from torchgraphrec.capture.fastpath import SCRIPTED_TYPES
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, grad_fn_of
@@ -104,7 +105,7 @@ class CallTracker:
         if self._pre_hook_id is not None:
             self._kwargs_tables += give_call_kwargs(modules, self._pre_hook_id)
         for module in modules:
-            if isinstance(module, torch.jit.ScriptModule):  # it refuses hooks of its own
+            if isinstance(module, SCRIPTED_TYPES):  # it refuses hooks of its own
                 if not GLOBAL_FORWARD_HOOKS_TAKE_KWARGS:
                     # no post-hook would see its calls end (torch 2.4): the pre-hook skips
                     # them too

@@ -125,9 +125,9 @@ class CaptureState:
 
     def unknown(self, tensor: torch.Tensor, version: int, call: int, t: int,
                 role: str | None) -> Ref:
-        """The producer of a value no op or boundary of this forward made: the model's own
-        parameter or buffer, an earlier forward's output, or a new tensor node with
-        ``role`` (``input``, ``constant``, or ``None`` for one a call produced)."""
+        """The producer of a value no recorded op or boundary made (an earlier forward's
+        values are in :attr:`values`): the model's own parameter or buffer, or a new tensor
+        node with ``role`` (``input``, ``constant``, or ``None`` for one a call produced)."""
         table = self.table
         node = table.tensor_ids.get(id(tensor))
         if node is None and table.swaps and self.stack:
@@ -144,9 +144,6 @@ class CaptureState:
                                        tensor.requires_grad)
             self.values.set(tensor, version, node, None)
             return node
-        earlier = self.values.from_earlier(tensor)
-        if earlier is not None:
-            return ~earlier
         if self.links is not None:
             linked = self.links.link(tensor, version, call, t)
             if linked is not None:

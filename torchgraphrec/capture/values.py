@@ -54,7 +54,7 @@ def version_of(tensor: torch.Tensor) -> int:
 
 
 class Values:
-    """The producers of the tensor values of one forward.
+    """The producers of the tensor values the recorded forwards made, while they live.
 
     Tensors are held by weak reference only: a dead tensor's ``id()`` may be reused, which
     the reference tells apart, and no activation is kept alive. In-place changes made
@@ -63,13 +63,12 @@ class Values:
     version counter.
     """
 
-    __slots__ = ("current", "writers", "earlier", "numbers")
+    __slots__ = ("current", "writers", "numbers")
 
     def __init__(self) -> None:
         self.current: dict[int, Entry] = {}
-        # both laid out as an entry's first three fields (the last a tensor index in earlier)
+        # laid out as an entry's first three fields
         self.writers: dict[int, tuple[Any, int, Ref]] = {}
-        self.earlier: dict[int, tuple[Any, int, int]] = {}  # root outputs of earlier forwards
         self.numbers = 0
 
     def lookup(self, tensor: torch.Tensor) -> Optional[Entry]:
@@ -124,17 +123,8 @@ class Values:
 
     def remember(self, tensor: torch.Tensor, index: int) -> None:
         """Remember a forward's output (tensor record ``index``), so that a later forward it
-        feeds links to it."""
-        found = self.earlier[id(tensor)] = (weakref.ref(tensor), version_of(tensor), index)
-        self.current[id(tensor)] = (found[ENTRY_TENSOR], found[ENTRY_VERSION], ~index, None)
-
-    def from_earlier(self, tensor: torch.Tensor) -> Optional[int]:
-        """The tensor index of an earlier forward's output that ``tensor`` still is."""
-        found = self.earlier.get(id(tensor))
-        if found is None or found[ENTRY_TENSOR]() is not tensor or \
-                found[ENTRY_VERSION] != version_of(tensor):
-            return None
-        return found[ENTRY_REF]
+        feeds links to it (and not to what it was before: an input returned as it came)."""
+        self.current[id(tensor)] = (weakref.ref(tensor), version_of(tensor), ~index, None)
 
     def end_forward(self, named: Container[int] = ()) -> None:
         """Forget the forward's values that died, those of the tensors ``named`` (by
