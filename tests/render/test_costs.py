@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 from typing import Any
 
@@ -13,6 +14,7 @@ from torch import nn
 import torchgraphrec as tgr
 from helpers import fresh
 from render.layout import clusters, drawn_nodes, layout, title_of
+from torchgraphrec.render.engine import run_engine
 from torchgraphrec.render.labels import cost_line, cost_text
 from torchgraphrec.render.theme import GREYS, SCALE
 
@@ -213,3 +215,16 @@ def test_a_cnn_coloured_by_flops_darkens_its_costliest_stage() -> None:
     assert drawn[costliest]["fillcolor"] == SCALE[-1]
     for key, flops in calls.items():
         assert cost_text(flops, "flops") in drawn[key]["label"] or flops == 0, key
+
+
+def test_the_legend_ticks_stand_apart_however_long_their_values() -> None:
+    # three values of 11 characters ("65.5 kFLOPs") under 18 pt colour cells ran together
+    torch.manual_seed(0)
+    recording = tgr.record(nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 256)),
+                           torch.randn(2, 4), flops=True)
+    drawing = json.loads(run_engine(recording.to_dot(color_by="flops"), "json"))
+    legend = next(o for o in drawing["objects"] if o.get("id") == "legend")
+    texts = [op for op in legend["_ldraw_"] if op["op"] == "T"][1:]  # after the title
+    assert [op["text"] for op in texts] == ["0 FLOPs", "32.8 kFLOPs", "65.5 kFLOPs"]
+    for left, right in zip(texts, texts[1:]):  # the engine's own text widths
+        assert left["pt"][0] + left["width"] + 6 <= right["pt"][0], (left, right)

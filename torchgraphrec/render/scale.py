@@ -104,14 +104,15 @@ class ColorScale:
         (True, True, True)
         """
         count = len(self.palette)
-        cells = "".join(f'<TD BGCOLOR="{color}" WIDTH="18" HEIGHT="12"></TD>'
-                        for color in self.palette)
-        title = labels.html_text(TITLES.get(self.name, self.name)) + (
-            " (log scale)" if self.logarithmic else "")
         ends = [("≤ " if self.zeros else "") + labels.cost_text(self.low, self.name),
                 labels.cost_text(self.middle(), self.name),
                 labels.cost_text(self.high, self.name)]
         spans = (count // 3, count - 2 * (count // 3), count // 3)
+        width = _cell_width(ends, spans)
+        cells = "".join(f'<TD BGCOLOR="{color}" WIDTH="{width}" HEIGHT="12"></TD>'
+                        for color in self.palette)
+        title = labels.html_text(TITLES.get(self.name, self.name)) + (
+            " (log scale)" if self.logarithmic else "")
         ticks = "".join(f'<TD COLSPAN="{span}" ALIGN="{align}">{labels.html_text(text)}</TD>'
                         for span, align, text in zip(spans, ("LEFT", "CENTER", "RIGHT"), ends))
         bar = (f'<TABLE BORDER="1" COLOR="#868e96" CELLBORDER="0" CELLSPACING="0" '
@@ -120,3 +121,23 @@ class ColorScale:
                  f'<TR><TD COLSPAN="{count}" ALIGN="LEFT">{title}</TD></TR>'
                  f'<TR><TD COLSPAN="{count}">{bar}</TD></TR><TR>{ticks}</TR></TABLE>')
         return [f'<TR><TD ALIGN="LEFT">{table}</TD></TR>']
+
+
+#: The widest a character of the legend's 10 pt text is, on average, in points.
+_CHAR_POINTS = 6
+#: The least width of a colour cell, in points.
+_CELL_POINTS = 18
+
+
+def _cell_width(ticks: Sequence[str], spans: Sequence[int]) -> int:
+    """The width of a colour cell that leaves each tick text room under its span of cells,
+    and a gap beside it: long values (``65.5 kFLOPs``) ran into each other under 18 pt cells.
+
+    >>> _cell_width(["0 FLOPs", "5 FLOPs", "9 FLOPs"], (3, 4, 3))
+    18
+    >>> _cell_width(["0 FLOPs", "32.8 kFLOPs", "65.5 kFLOPs"], (3, 4, 3))
+    26
+    """
+    needed = max(-(-(len(text) * _CHAR_POINTS + 2 * _CHAR_POINTS) // span)
+                 for text, span in zip(ticks, spans))
+    return max(_CELL_POINTS, needed)
