@@ -240,3 +240,29 @@ def test_a_shared_input_is_a_marker_beside_each_block_not_a_fan_out() -> None:
     assert len(markers) == 11 and {m["label"] for m in markers} == {"table"}
     folded = layout(rec.to_dot())
     assert not [n for n in drawn_nodes(folded).values() if n["class"] == "tgr-marker"]
+
+
+class _Halves(nn.Module):
+    """Llama's rotate_half on a projection: two slices, one negated, joined along the last
+    dimension; then a sum along a dimension too long to write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.proj(x)
+        turned = torch.cat((-y[..., 2:], y[..., :2]), dim=-1)
+        return turned.sum(dim=(0, 1), keepdim=True)
+
+
+def test_ops_that_take_a_part_or_work_along_a_dimension_say_which() -> None:
+    recording = tgr.record(_Halves(), torch.randn(3, 4))
+    labels = sorted(node["label"].split("\\n")[0]
+                    for node in drawn_nodes(layout(recording.to_dot())).values()
+                    if "tgr-op" in node.get("class", ""))
+    # neg and sum keep their name alone: neg is not among the ops drawn with arguments,
+    # and the sum's are too long; each slice says which half it takes
+    assert labels == ["cat dim=-1", "getitem [..., 2:]", "getitem [..., :2]", "neg", "sum"]
+    sums = [attrs for _, attrs in recording.graph.nodes(data=True) if attrs.get("name") == "sum"]
+    assert [attrs["args"] for attrs in sums] == ["dim=(0, 1), keepdim=True"]

@@ -13,7 +13,8 @@ from torchgraphrec.text import (UNITS, cost_text, count_text, settings_text, sha
 
 __all__ = ["escape", "join", "join_left", "shape_text", "count_text", "short_name", "layer_title",
            "box_lines", "tensor_lines", "param_lines", "op_lines", "xml_id", "id_part", "css_class",
-           "html_text", "UNITS", "cost_text", "cost_line", "run_cost_line", "LINE_COSTS"]
+           "html_text", "UNITS", "cost_text", "cost_line", "run_cost_line", "LINE_COSTS",
+           "ARGS_DRAWN", "MAX_DRAWN_ARGS"]
 
 
 def escape(text: Any) -> str:
@@ -174,10 +175,26 @@ def param_lines(attrs: Mapping[str, Any], show_shapes: bool) -> list[str]:
     return [name, shape_text(attrs["shape"])] if show_shapes else [name]
 
 
+#: The ops whose arguments say which part of a tensor they take or along which dimension
+#: they work (without them, ``getitem`` and ``cat`` read the same everywhere): the drawn
+#: name is followed by their argument text where it is short.
+ARGS_DRAWN = frozenset({"getitem", "cat", "concat", "concatenate", "stack", "split", "chunk",
+                        "unbind", "narrow", "select", "index_select", "gather", "softmax",
+                        "log_softmax", "topk", "argmax", "argmin", "sum", "mean", "amax",
+                        "amin", "max", "min", "cumsum", "roll", "flip"})
+#: The longest argument text drawn after an op's name, in characters.
+MAX_DRAWN_ARGS = 16
+
+
 def op_lines(attrs: Mapping[str, Any], show_shapes: bool) -> list[str]:
-    """An op: its name (``(backward)`` after a backward collective's), its result's shape
-    where it was recorded (``ops="torch"``) and, for a collective, the bytes this rank
-    hands to it.
+    """An op: its name (``(backward)`` after a backward collective's) and, for the ops of
+    :data:`ARGS_DRAWN`, its short argument text; its result's shape where it was recorded
+    (``ops="torch"``) and, for a collective, the bytes this rank hands to it.
+
+    >>> op_lines({"name": "getitem", "args": "[:, -1]", "shape": (2, 4)}, True)
+    ['getitem [:, -1]', '2×4']
+    >>> op_lines({"name": "add", "args": "1.0"}, True)
+    ['add']
 
     >>> op_lines({"name": "all_gather", "comm_bytes": 560}, True)
     ['all_gather', '560 B']
@@ -186,6 +203,9 @@ def op_lines(attrs: Mapping[str, Any], show_shapes: bool) -> list[str]:
     """
     shape = attrs.get("shape") if show_shapes else None
     name = attrs["name"] + (" (backward)" if attrs.get("phase") == "backward" else "")
+    args = attrs.get("args")
+    if attrs["name"] in ARGS_DRAWN and args and len(args) <= MAX_DRAWN_ARGS:
+        name += " " + args
     lines = [name] if shape is None else [name, shape_text(shape)]
     if "comm_bytes" in attrs:
         lines.append(cost_text(attrs["comm_bytes"], "bytes"))
