@@ -62,10 +62,13 @@ class FlopMode(TorchDispatchMode):
         if types and in_sharding_propagation():  # DTensor's fake run to learn a shape
             return func(*args, **kwargs)
         decomposable, formula = plan
-        if decomposable and self._count_decomposition(func, args, kwargs):
-            if func in _COUNTS_NOTHING:  # counted once: from now on the kernel alone
-                self._plans[func] = _plan(func)
-            return func(*args, **kwargs)
+        if decomposable:
+            started = _now()
+            key = _call_key(func, args, kwargs)
+            clock.spent += _now() - started
+            if _COUNTS_NOTHING.get(key) != formulas_version() and \
+                    self._count_decomposition(func, args, kwargs, key):
+                return func(*args, **kwargs)
         out = func(*args, **kwargs)
         returned = _now()
         try:
@@ -79,10 +82,11 @@ class FlopMode(TorchDispatchMode):
             clock.spent += _now() - returned
         return out
 
-    def _count_decomposition(self, func: Any, args: tuple, kwargs: dict) -> bool:
+    def _count_decomposition(self, func: Any, args: tuple, kwargs: dict, key: Any) -> bool:
         """Count ``func``'s decomposition on meta tensors; whether it has one that ran
         (where meta tensors cannot run it, the op is counted by its formula, if any). The
-        user's modes see none of it, and it is the recorder's own time."""
+        user's modes see none of it, and it is the recorder's own time. A call that
+        counts nothing is remembered by its ``key`` (:func:`_call_key`)."""
         clock, add = self.clock, self.add
         started, spent = _now(), clock.spent
         counted = [0]
@@ -103,8 +107,8 @@ class FlopMode(TorchDispatchMode):
         total = sum(counted)
         if total:
             add(total)
-        elif _all_sized((args, kwargs)):  # a batch norm's, a SiLU gradient's: elementwise
-            _COUNTS_NOTHING[func] = formulas_version()
+        elif key is not None and _all_sized((args, kwargs)):  # a batch norm's, a SiLU
+            _COUNTS_NOTHING[key] = formulas_version()  # gradient's: elementwise
         return True
 
 
@@ -161,10 +165,49 @@ def local_shards(args: tuple, kwargs: dict, out: Any) -> tuple[tuple, dict, Any]
 #: The plan of an op FlopMode leaves to the next mode.
 _PASS = object()
 
-#: Ops whose decompositions counted no FLOPs (elementwise ones: a batch norm, a SiLU
-#: gradient), by the version of the formulas they were counted with: running one on meta
-#: tensors costs about a millisecond, which a ResNet's every batch norm should not pay.
+#: Calls (:func:`_call_key`) whose decompositions counted no FLOPs (elementwise ones: a
+#: batch norm, a SiLU gradient), by the version of the formulas they were counted with:
+#: running one on meta tensors costs about a millisecond, which a ResNet's every batch norm
+#: should not pay. By call, not by op: whether a composite op's decomposition counts
+#: anything may depend on its shapes and settings (a matrix-vector ``matmul`` runs ``mv``,
+#: which counts nothing; an ``einsum`` over a dimension of size 1 multiplies elementwise).
 _COUNTS_NOTHING: dict[Any, int] = {}
+_COUNTS_NOTHING_LIMIT = 4096
+
+
+def _call_key(func: Any, args: tuple, kwargs: dict) -> Any:
+    """``func`` with what its decomposition's count can depend on: its arguments with each
+    tensor as its shape; ``None`` where one is not hashable.
+
+    >>> key = _call_key(torch.ops.aten.matmul.default, (torch.ones(2, 3), torch.ones(3)), {})
+    >>> key == _call_key(torch.ops.aten.matmul.default, (torch.zeros(2, 3), torch.ones(3)), {})
+    True
+    >>> key == _call_key(torch.ops.aten.matmul.default, (torch.ones(2, 3), torch.ones(3, 1)), {})
+    False
+    """
+    if len(_COUNTS_NOTHING) >= _COUNTS_NOTHING_LIMIT:  # a model of ever new shapes
+        _COUNTS_NOTHING.clear()
+    key = (func, _frozen(args), _frozen(kwargs))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` with each tensor in it as its shape (a ``DTensor``'s local shard's) and
+    each list and dict as a tuple."""
+    if isinstance(value, torch.Tensor):
+        return _SHAPE, tuple(dtensor_local(value).shape)
+    if isinstance(value, (tuple, list)):
+        return tuple(map(_frozen, value))
+    if isinstance(value, dict):
+        return tuple((name, _frozen(item)) for name, item in value.items())
+    return value
+
+
+_SHAPE = object()  # marks a tensor's shape among the values of a call's key
 
 
 def _all_sized(values: Any) -> bool:
@@ -184,5 +227,4 @@ def _plan(func: Any) -> Any:
     formula = formula_of(func)
     if formula is not None:  # as FlopCounterMode: a formula before a decomposition
         return False, formula
-    return has_composite_implicit_kernel(func) and \
-        _COUNTS_NOTHING.get(func) != formulas_version(), None
+    return has_composite_implicit_kernel(func), None
