@@ -19,7 +19,8 @@ from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.fastpath import SCRIPTED_TYPES
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
-from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, grad_fn_of
+from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, grad_fn_of, \
+    version_of
 
 __all__ = ["CallTracker"]
 
@@ -227,8 +228,8 @@ class CallTracker:
             if type(ref) is int and ref < 0:
                 try:  # version_of, inline: this runs for nearly every call
                     version = x._version
-                except RuntimeError:
-                    version = -1
+                except RuntimeError:  # an inference tensor
+                    version = version_of(x)
                 if entry[ENTRY_VERSION] == version:
                     return [ref]  # a tensor node already: the usual case
             return [state.boundary(x, t, parent, self.boundary_role)]

@@ -20,7 +20,8 @@ from torchgraphrec.capture.opnames import ALL_TENSORS, NO_KWARGS, SHARED_COUNTS,
     mutates_by_name, op_name_of
 from torchgraphrec.capture.schemas import view_source, written_by_schema
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
-from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, version_of
+from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, \
+    inference_written, version_of
 
 __all__ = ["OpMode", "OpRecorder", "dispatch_half", "leave_stack"]
 
@@ -205,9 +206,11 @@ class OpRecorder:
                  if version != old]
             if changed is None and self._written_by_schema:
                 changed = written_by_schema(func, args, kwargs)
-            elif changed is None and -1 in versions:  # an inference tensor: by the op's name
-                target = mutates_by_name(name, args, kwargs)
-                changed = [(target, -1)] if target is not None else None
+            elif changed is None and versions and min(versions) < 0:  # an inference tensor:
+                target = mutates_by_name(name, args, kwargs)  # by the op's name
+                changed = None if target is None else \
+                    [(target, inference_written(target) if target.is_inference()
+                      else version_of(target))]
             if isinstance(out, _Tensor):
                 if changed is None:
                     for tensor in inputs:
@@ -257,8 +260,8 @@ class OpRecorder:
                         continue
                 try:
                     version = tensor._version
-                except RuntimeError:
-                    version = -1
+                except RuntimeError:  # an inference tensor
+                    version = version_of(tensor)
                 if held is not None:  # the ATen level
                     held.append(tensor)
                     source = view_source(func)

@@ -160,7 +160,7 @@ class CaptureState:
         try:
             version = tensor._version
         except RuntimeError:  # an inference tensor keeps no version counter
-            version = -1
+            version = version_of(tensor)
         current = self.values.current
         entry = current.get(id(tensor))
         if entry is None or entry[ENTRY_TENSOR]() is not tensor:

@@ -9,8 +9,8 @@ import torch
 
 from torchgraphrec.capture.events import Ref
 
-__all__ = ["Values", "Entry", "grad_fn_of", "version_of", "ENTRY_TENSOR", "ENTRY_VERSION",
-           "ENTRY_REF", "ENTRY_NUMBER"]
+__all__ = ["Values", "Entry", "grad_fn_of", "version_of", "inference_written", "memory_of",
+           "ENTRY_TENSOR", "ENTRY_VERSION", "ENTRY_REF", "ENTRY_NUMBER"]
 
 #: ``(weak reference, version, ref, number)``, read through the ``ENTRY_*`` indices:
 #: ``ref`` produced the tensor at ``version``; ``number`` is the tensor number its node ids
@@ -41,16 +41,70 @@ def grad_fn_of(tensor: torch.Tensor) -> Any:
 
 
 def version_of(tensor: torch.Tensor) -> int:
-    """The tensor's in-place version counter; -1 for inference tensors, which keep none.
+    """The tensor's in-place version counter. Inference tensors keep none: theirs is
+    ``-1``, less the in-place changes of their memory a recording saw
+    (:func:`inference_written`), which a base and its views share as they share a counter.
 
     >>> x = torch.zeros(2)
     >>> version_of(x), version_of(x.add_(1))
     (0, 1)
+    >>> with torch.inference_mode():
+    ...     y = torch.zeros(2)
+    ...     before = version_of(y[:1])
+    ...     after = inference_written(y[1:].add_(1))
+    >>> before, after, version_of(y), version_of(y[:1])
+    (-1, -2, -2, -2)
     """
     try:
         return tensor._version
     except RuntimeError:
-        return -1
+        memory = memory_of(tensor)
+        written = _INFERENCE_WRITES.get(id(memory))
+        if written is None or written[0]() is not memory:
+            return -1
+        return -1 - written[1]
+
+
+def memory_of(tensor: torch.Tensor) -> Any:
+    """What ``tensor`` shares its memory and its version counter with: its base if it is
+    a view, else itself; an inference tensor's views are not tracked as views (no
+    ``_base``): its storage, whose Python object lives as long as the memory does.
+
+    >>> with torch.inference_mode():
+    ...     y = torch.zeros(2)
+    ...     memory_of(y[1:]) is memory_of(y) is y.untyped_storage()
+    True
+    """
+    base = tensor._base
+    if base is not None:
+        return base
+    if tensor.is_inference():
+        try:
+            return tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # a sparse or nested tensor's
+            return tensor
+    return tensor
+
+
+#: What an inference tensor's version counter would read (see :func:`version_of`), by the
+#: ``id()`` of the base whose memory was written: ``(weak reference, changes)``.
+_INFERENCE_WRITES: dict[int, tuple[Any, int]] = {}
+_INFERENCE_WRITES_CHECKED = 1024  # pruned of dead bases whenever it holds twice this many
+
+
+def inference_written(tensor: torch.Tensor) -> int:
+    """Count an in-place change of the inference tensor ``tensor``'s memory; its version
+    now (see :func:`version_of`)."""
+    global _INFERENCE_WRITES_CHECKED
+    memory = memory_of(tensor)
+    written = _INFERENCE_WRITES.get(id(memory))
+    changes = written[1] + 1 if written is not None and written[0]() is memory else 1
+    _INFERENCE_WRITES[id(memory)] = (weakref.ref(memory), changes)
+    if len(_INFERENCE_WRITES) >= 2 * _INFERENCE_WRITES_CHECKED:
+        for key in [key for key, (ref, _) in _INFERENCE_WRITES.items() if ref() is None]:
+            del _INFERENCE_WRITES[key]
+        _INFERENCE_WRITES_CHECKED = max(1024, len(_INFERENCE_WRITES))
+    return -1 - changes
 
 
 class Values:
@@ -83,9 +137,9 @@ class Values:
 
     def written(self, tensor: torch.Tensor, version: int, entry: Entry) -> Optional[Entry]:
         """The entry for a version made by an in-place change through a view or a base."""
-        base = tensor._base if tensor._base is not None else tensor
-        writer = self.writers.get(id(base))
-        if writer is None or writer[ENTRY_TENSOR]() is not base or \
+        memory = memory_of(tensor)
+        writer = self.writers.get(id(memory))
+        if writer is None or writer[ENTRY_TENSOR]() is not memory or \
                 writer[ENTRY_VERSION] != version:
             return None  # changed where the recorder could not see (inside a hook, say)
         return self.set(tensor, version, writer[ENTRY_REF], entry[ENTRY_NUMBER])
@@ -103,8 +157,8 @@ class Values:
         # an inference tensor keeps no version counter: its new value gets a new number
         number = entry[ENTRY_NUMBER] if entry is not None and version >= 0 else None
         self.set(tensor, version, ref, number)
-        base = tensor._base if tensor._base is not None else tensor
-        self.writers[id(base)] = (weakref.ref(base), version_of(base), ref)
+        memory = memory_of(tensor)
+        self.writers[id(memory)] = (weakref.ref(memory), version_of(tensor), ref)
 
     def number(self, tensor: torch.Tensor, entry: Entry) -> int:
         """The tensor number of ``entry``'s value, given one now if it had none."""
