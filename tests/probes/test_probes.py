@@ -48,6 +48,36 @@ def test_grad_output_equals_autograd_grad(inplace: bool) -> None:
     assert torch.equal(recorded, expected)
 
 
+class _Twice(nn.Module):
+    """One layer called twice, its first call's output weighing 100 times in the loss: the
+    two calls' output gradients differ, and arrive in the backward last call first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        first = self.lin(x)
+        return first.sum() * 100 + self.lin(first * 10).sum()
+
+
+def test_grad_outputs_of_a_reused_layer_are_listed_in_call_order(tmp_path) -> None:
+    torch.manual_seed(0)
+    model, x = _Twice(), torch.randn(2, 3)
+    outputs = []
+    handle = model.lin.register_forward_hook(lambda m, a, out: outputs.append(out))
+    expected = torch.autograd.grad(model(x), outputs)
+    handle.remove()
+    with tgr.Recorder(model, probes=[tgr.probe("grad_output", where=S.name("lin"),
+                                               keep="full")]) as rec:
+        model(x).backward()
+    recorded = rec["lin", "grad_output"]
+    assert len(recorded) == 2 and not torch.equal(expected[0], expected[1])
+    assert all(torch.equal(got, want) for got, want in zip(recorded, expected))
+    loaded = tgr.load(rec.save(tmp_path / "run"))["lin", "grad_output"]
+    assert all(torch.equal(got, want) for got, want in zip(loaded, expected))
+
+
 def test_grad_output_of_nested_outputs_is_keyed_by_path() -> None:
     torch.manual_seed(0)
     model, x = StructuredOutputs(), torch.randn(2, 4)

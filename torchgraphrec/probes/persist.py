@@ -54,7 +54,8 @@ def save(store: Store, graph: nx.DiGraph, folder: Union[str, Path]) -> Path:
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
     kept = {f"{module}{_SEP}{site}": {f"{path}{_SEP}{stat}{_SEP}{number}":
-                                       tree_map(_savable, reducer.result())
+                                       tree_map(_savable, _in_call_order(store, module, site,
+                                                                         reducer.result()))
                                        for (path, stat, number), reducer in slots.items()}
             for (module, site), slots in store.reducers.items()}
     rows = [[*seen, stat, _number(value)]
@@ -66,6 +67,12 @@ def save(store: Store, graph: nx.DiGraph, folder: Union[str, Path]) -> Path:
     write_atomic(target / "kept.pt", buffer.getvalue())
     write_atomic(target / "index.json", json.dumps(index).encode())
     return target
+
+
+def _in_call_order(store: Store, module: str, site: str, result: Any) -> Any:
+    """A reducer's ``result``, the values of ``reduce="all"`` in the order of their calls
+    (which the loaded records keep)."""
+    return store.in_call_order(module, site, result) if isinstance(result, list) else result
 
 
 def _savable(value: Any) -> Any:

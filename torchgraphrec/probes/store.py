@@ -170,11 +170,23 @@ class Store:
         results = _first_probe_wins(slots)
         stats = list(dict.fromkeys(stat for _, stat in results))
         if isinstance(next(iter(results.values())), list):
+            results = {key: self.in_call_order(module, site, values)
+                       for key, values in results.items()}
             calls = max(len(values) for values in results.values())
             entries = ({key: values[i] for key, values in results.items()
                         if i < len(values) and values[i] is not None} for i in range(calls))
             return [_simplify(entry, stats) for entry in entries if entry]
         return _simplify(results, stats)
+
+    def in_call_order(self, module: str, site: str, values: list) -> list:
+        """The values ``reduce="all"`` kept for ``(module, site)`` (by position: in the
+        order they came) in the order of their calls: a backward site's come last call
+        first. Loaded records are in call order already."""
+        positions = self.positions.get((module, site))
+        if not positions:
+            return values
+        return [values[position] if position < len(values) else None
+                for _, position in sorted(positions.items())]
 
     def floats(self) -> list[float]:
         """Each row's value as a float (float64, this rank's shard of a ``DTensor``), in the
