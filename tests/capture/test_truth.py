@@ -10,7 +10,7 @@ import torch
 
 import torchgraphrec as tgr
 from helpers import fresh
-from models import ZOO
+from models import ZOO, Case
 from tests.capture.truth import DataFlowTracer, leaf_calls
 
 MODES = {
@@ -78,3 +78,32 @@ def test_the_comparison_catches_a_missing_and_a_made_up_edge(name: str) -> None:
     made_up = graph.copy()
     made_up.add_edge(calls[source]["outputs"][0], calls[target]["inputs"][0])
     assert (source, target, "recorded") in _differences(made_up, calls, received)
+
+
+class _Pooled(torch.nn.Module):
+    """A linear layer, then adaptive average pooling over a transposed view (which restrides
+    its input in place, with ``as_strided_``), then another linear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Linear(4, 4)
+        self.pool = torch.nn.AdaptiveAvgPool1d(1)
+        self.last = torch.nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.last(torch.flatten(self.pool(self.first(x).transpose(1, 2)), 1))
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_observer_follows_a_tensor_restrided_in_place(mode: str) -> None:
+    # the observer keys provenance by memory, strides included: it lost what the pooling's
+    # as_strided_ read, and took the recorder's true path from `first` to `last` for made up
+    torch.manual_seed(0)
+    case = Case(_Pooled(), (torch.randn(2, 3, 4),), {})
+    if mode == "frozen":
+        case.model.requires_grad_(False)
+    received = _observed(case, mode)
+    assert received[("last", 0)] == {("first", 0), ("pool", 0)}
+    with MODES[mode]():
+        graph = tgr.record(case.model, case.args, case.kwargs).graph
+    assert not _differences(graph, leaf_calls(graph, case.model), received)

@@ -79,8 +79,10 @@ class DataFlowTracer(TorchDispatchMode):
                            kwargs: dict | None = None) -> Any:
         inputs = [t for t in _tensors((args, kwargs or {})) if not t.is_nested]
         versions = [t._version if not t.is_inference() else None for t in inputs]
-        out = func(*args, **(kwargs or {}))
+        # what the op read, before it ran: an op that restrides its input in place
+        # (as_strided_, in AdaptiveAvgPool1d) changes the memory key the taint is under
         sources = self._sources(inputs)
+        out = func(*args, **(kwargs or {}))
         written = [t for t, v in zip(inputs, versions) if v is not None and t._version != v]
         mutable = getattr(getattr(func, "_schema", None), "is_mutable", False)
         if mutable and not written:  # inference tensors keep no version counter
