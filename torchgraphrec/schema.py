@@ -67,9 +67,10 @@ Nodes
         whose FLOPs are that backward's, the tensor it started from).
 
     Calls that only read metadata (``.size()``, ``.shape``, ``.dim()``, ``.dtype``) are
-    not ops, and calls made inside another op's implementation are part of that op. An
-    op that returns its input unchanged (``dropout`` in eval mode, ``contiguous`` on a
-    contiguous tensor) still produces what comes after it, as a new tensor number.
+    not ops, and calls made inside another op's implementation are part of that op. A call
+    that hands back one of its arguments as it was (``dropout`` in eval mode,
+    ``contiguous`` on a contiguous tensor, ``x.to(x.dtype)``) made nothing and is no op:
+    what reads its result reads the argument's producer.
 
 Edges
     Edges are data flow only, in execution direction, so they form a DAG; containment is
