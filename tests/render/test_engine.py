@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import warnings
 
 import pytest
 
@@ -120,6 +121,77 @@ def test_an_engine_failure_says_nothing_of_character_widths(only_pure: None) -> 
     with pytest.raises(EngineError, match="lost n3 n4 edge") as failed:
         run_engine(labelled, "svg")
     assert "no value for width" not in str(failed.value)
+
+
+#: Four forwards of a generate() (Whisper's decoder, the encoder's output feeding each),
+#: reduced: Graphviz's ranking fails on it ("trouble in init_rank").
+RANKING_FAILS = """\
+digraph G {
+    subgraph cluster_3 {
+        subgraph cluster_4 {
+            subgraph cluster_5 {
+                n30 [group=spine]
+                n31 [group=spine]
+                n32
+            }
+        }
+    }
+    subgraph cluster_6 {
+        subgraph cluster_7 {
+            subgraph cluster_8 {
+                n44 [group=spine]
+                n45
+            }
+        }
+    }
+    subgraph cluster_9 {
+        subgraph cluster_10 {
+            subgraph cluster_11 {
+                n53
+                n55
+                n56
+                n57 [group=spine]
+            }
+        }
+    }
+    subgraph cluster_12 {
+        subgraph cluster_13 {
+            subgraph cluster_14 {
+                n63
+                n69
+            }
+        }
+    }
+    n21 -> n30
+    n21 -> n31
+    n30 -> n31
+    n30 -> n69
+    n31 -> n44
+    n31 -> n57
+    n31 -> n70
+    n42 -> n43
+    n43 -> n44
+    n44 -> n45
+    n44 -> n57
+    n52 -> n53 [label=reshape]
+    n55 -> n56
+    n56 -> n57
+    n57 -> n58
+    n58 -> n59
+    n32 -> n37 [ltail=cluster_4 lhead=cluster_7]
+    n45 -> n50 [ltail=cluster_7 lhead=cluster_10]
+    n58 -> n63 [ltail=cluster_10 lhead=cluster_13]
+}
+"""
+
+
+def test_a_drawing_graphviz_cannot_rank_is_ranked_as_a_whole(only_pure: None) -> None:
+    with pytest.raises(EngineFailure, match="trouble in init_rank"):  # the engine's own
+        engines._run_once(PURE, RANKING_FAILS, "svg", 60, [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no other engine drew it
+        svg = run_engine(RANKING_FAILS, "svg", "graphviz-pure").decode()
+    assert svg.count('class="node"') == 20 and svg.count('class="cluster"') == 12
 
 
 def test_bert_drawn_left_to_right_at_depth_3_draws() -> None:

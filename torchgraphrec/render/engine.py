@@ -166,9 +166,25 @@ def _png_args(dpi: int) -> list[str]:
     return [f"-Gsize={inches},{inches}", f"-Gdpi={dpi}"]
 
 
+#: What Graphviz's ranking says where clusters and the edges between them leave it no
+#: consistent ranks (long chains of calls of one model, a ``generate()`` of several steps);
+#: its own remedy, ``newrank``, ranks the graph as a whole.
+_RANKING_FAILED = "trouble in init_rank"
+
+
 def _run(engine: Engine, dot_source: str, fmt: str, timeout: float,
          dpi: int = DEFAULT_DPI) -> bytes:
     extra = _png_args(dpi) if fmt == "png" else []
+    try:
+        return _run_once(engine, dot_source, fmt, timeout, extra)
+    except EngineFailure as exc:
+        if _RANKING_FAILED not in str(exc):
+            raise
+    return _run_once(engine, dot_source, fmt, timeout, [*extra, "-Gnewrank=true"])
+
+
+def _run_once(engine: Engine, dot_source: str, fmt: str, timeout: float,
+              extra: list[str]) -> bytes:
     if engine.path is None:
         return _run_pygraphviz(dot_source, fmt, extra)
     # -q: the labels' widths are set from real font metrics (render/metrics.py), so the
