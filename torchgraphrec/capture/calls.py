@@ -19,8 +19,7 @@ from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.fastpath import SCRIPTED_TYPES
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
-from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, grad_fn_of, \
-    version_of
+from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, grad_fn_of
 
 __all__ = ["CallTracker"]
 
@@ -226,10 +225,10 @@ class CallTracker:
             entry = state.values.current.get(id(x))
             ref = entry[ENTRY_REF] if entry is not None and entry[ENTRY_TENSOR]() is x else None
             if type(ref) is int and ref < 0:
-                try:  # version_of, inline: this runs for nearly every call
-                    version = x._version
+                try:  # inline: this runs for nearly every call
+                    version = state.values.read(x)
                 except RuntimeError:  # an inference tensor
-                    version = version_of(x)
+                    version = state.values.read_safely()(x)
                 if entry[ENTRY_VERSION] == version:
                     return [ref]  # a tensor node already: the usual case
             return [state.boundary(x, t, parent, self.boundary_role)]

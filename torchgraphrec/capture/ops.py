@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 import time
 import types
 import weakref
@@ -30,7 +29,6 @@ _SEQUENCES = (list, tuple)
 _now = time.perf_counter_ns
 _ref = weakref.ref
 _autograd_number: Callable[[], int] = autograd_sequence_number
-_version_of = operator.attrgetter("_version")
 
 
 def _scan(values: Any, inputs: list, plain: list) -> None:
@@ -118,7 +116,7 @@ class OpRecorder:
         super().__init__()
         self.state = state
         self.on_failure = on_failure
-        self._current, self._stack = state.values.current, state.stack
+        self._values, self._current, self._stack = state.values, state.values.current, state.stack
         self._events, self._ops, self._chains = state.events, state.events.ops, state.chains
         self._clock = state.clock
         self._name_of, self._half_of = name_of, half_of
@@ -169,10 +167,12 @@ class OpRecorder:
                 inputs = scanned
                 plain_kwargs = dict(zip(kwargs, values))
                 break
+        read = self._values.read
         try:
-            versions = list(map(_version_of, inputs))
+            versions = list(map(read, inputs))
         except RuntimeError:  # an inference tensor keeps no version counter
-            versions = list(map(version_of, inputs))
+            read = self._values.read_safely()
+            versions = list(map(read, inputs))
         events = self._events
         seq_before = events.seq
         if guard is not None:
@@ -197,10 +197,7 @@ class OpRecorder:
             guard.__enter__()
         try:
             made = _autograd_number() - number
-            try:
-                after = list(map(_version_of, inputs))
-            except RuntimeError:
-                after = list(map(version_of, inputs))
+            after = list(map(read, inputs))
             changed = None if after == versions else \
                 [(tensor, version) for tensor, old, version in zip(inputs, versions, after)
                  if version != old]
@@ -259,9 +256,10 @@ class OpRecorder:
                             entry[ENTRY_TENSOR]() is tensor:
                         continue
                 try:
-                    version = tensor._version
+                    version = read(tensor)
                 except RuntimeError:  # an inference tensor
-                    version = version_of(tensor)
+                    read = self._values.read_safely()
+                    version = read(tensor)
                 if held is not None:  # the ATen level
                     held.append(tensor)
                     source = view_source(func)

@@ -158,9 +158,9 @@ class CaptureState:
         tensor node (with an edge from the op); a value nothing produced gets a node for
         ``call`` with ``role`` (see :meth:`unknown`)."""
         try:
-            version = tensor._version
+            version = self.values.read(tensor)
         except RuntimeError:  # an inference tensor keeps no version counter
-            version = version_of(tensor)
+            version = self.values.read_safely()(tensor)
         current = self.values.current
         entry = current.get(id(tensor))
         if entry is None or entry[ENTRY_TENSOR]() is not tensor:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 import weakref
-from typing import Any, Container, Optional
+from typing import Any, Callable, Container, Optional
 
 import torch
 
@@ -55,14 +56,16 @@ def version_of(tensor: torch.Tensor) -> int:
     >>> before, after, version_of(y), version_of(y[:1])
     (-1, -2, -2, -2)
     """
-    try:
-        return tensor._version
-    except RuntimeError:
-        memory = memory_of(tensor)
-        written = _INFERENCE_WRITES.get(id(memory))
-        if written is None or written[0]() is not memory:
+    if not tensor.is_inference():  # asked first: reading an inference tensor's raises,
+        try:  # which costs several microseconds
+            return tensor._version
+        except RuntimeError:
             return -1
-        return -1 - written[1]
+    memory = memory_of(tensor)
+    written = _INFERENCE_WRITES.get(id(memory))
+    if written is None or written[0]() is not memory:
+        return -1
+    return -1 - written[1]
 
 
 def memory_of(tensor: torch.Tensor) -> Any:
@@ -107,6 +110,9 @@ def inference_written(tensor: torch.Tensor) -> int:
     return -1 - changes
 
 
+_read_version: Callable[[torch.Tensor], int] = operator.attrgetter("_version")
+
+
 class Values:
     """The producers of the tensor values the recorded forwards made, while they live.
 
@@ -117,13 +123,22 @@ class Values:
     version counter.
     """
 
-    __slots__ = ("current", "writers", "numbers")
+    __slots__ = ("current", "writers", "numbers", "read")
 
     def __init__(self) -> None:
         self.current: dict[int, Entry] = {}
         # laid out as an entry's first three fields
         self.writers: dict[int, tuple[Any, int, Ref]] = {}
         self.numbers = 0
+        #: reads a tensor's version: the attribute itself, which raises for an inference
+        #: tensor, until one is seen (:meth:`read_safely`)
+        self.read: Callable[[torch.Tensor], int] = _read_version
+
+    def read_safely(self) -> Callable[[torch.Tensor], int]:
+        """Read versions with :func:`version_of` from now on (an inference tensor was met:
+        raising for each would cost more than asking each tensor first); returns it."""
+        self.read = version_of
+        return version_of
 
     def lookup(self, tensor: torch.Tensor) -> Optional[Entry]:
         """The entry for ``tensor`` as it is now, or ``None`` if its producer is unknown."""
