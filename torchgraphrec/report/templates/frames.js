@@ -63,8 +63,7 @@ function tgrHooks(children, joins, laid, rankdir) {
    side its flow enters or leaves it, and Graphviz brings each part outside to its cell. */
 function tgrPortBox(name, w, h, places, rankdir) {
   const W = Math.max(3, Math.round(w)), H = Math.max(3, Math.round(h)), across = tgrFlowsDown(rankdir);
-  const T = 'BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"';
-  const cell = (n, port) => `<TD${port ? ` PORT="${port}"` : ""} FIXEDSIZE="TRUE" WIDTH="${across ? n : 1}" HEIGHT="${across ? 1 : n}"></TD>`;
+  const cell = (n, port) => tgrSpace(across ? n : 1, across ? 1 : n, port);
   const strip = (kind) => {  // one side's cells: spacers, and a port's cell where it is
     const found = [...(places || new Map())].filter(([port]) => port.startsWith(kind));
     found.sort((a, b) => a[1][across ? 0 : 1] - b[1][across ? 0 : 1]);
@@ -73,22 +72,49 @@ function tgrPortBox(name, w, h, places, rankdir) {
     for (const [port, place] of found) {
       const k = Math.min(Math.max(Math.round(place[across ? 0 : 1] - 0.5), at), length - 1);
       if (k < at) continue;  // no room left on this side: Graphviz picks the point
-      if (k > at) cells.push(cell(k - at));
+      if (k > at) cells.push(...tgrPieces(k - at).map((n) => cell(n)));
       cells.push(cell(1, port));
       at = k + 1;
     }
-    if (at < length) cells.push(cell(length - at));
+    if (at < length) cells.push(...tgrPieces(length - at).map((n) => cell(n)));
     return cells;
   };
   // the first row (column) holds the ports on the side the flow enters by where it enters
   // at the top (left)
   const start = "nw".includes(tgrSideOf(rankdir, "in")) ? "pi" : "po", end = start === "pi" ? "po" : "pi";
-  const nested = (cells) => `<TABLE ${T}>${across ? `<TR>${cells.join("")}</TR>` : cells.map((c) => `<TR>${c}</TR>`).join("")}</TABLE>`;
-  const middle = `<TD FIXEDSIZE="TRUE" WIDTH="${across ? W : W - 2}" HEIGHT="${across ? H - 2 : H}"></TD>`;
+  const nested = (cells) => `<TABLE ${TGR_BARE}>${across ? `<TR>${cells.join("")}</TR>` : cells.map((c) => `<TR>${c}</TR>`).join("")}</TABLE>`;
+  const middle = across ? tgrSpace(W, H - 2) : tgrSpace(W - 2, H);
   const body = across
     ? `<TR><TD>${nested(strip(start))}</TD></TR><TR>${middle}</TR><TR><TD>${nested(strip(end))}</TD></TR>`
     : `<TR><TD>${nested(strip(start))}</TD>${middle}<TD>${nested(strip(end))}</TD></TR>`;
-  return `${name} [id="p-${name}" shape=none margin=0 label=<<TABLE ${T} BGCOLOR="transparent">${body}</TABLE>>]`;
+  return `${name} [id="p-${name}" shape=none margin=0 label=<<TABLE ${TGR_BARE} BGCOLOR="transparent">${body}</TABLE>>]`;
+}
+
+/* An HTML-like table without borders or space around its cells. */
+var TGR_BARE = 'BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"';
+
+/* Graphviz ignores a cell's WIDTH or HEIGHT above this, with a warning, and lays the box
+   out at its default size: a module laid out taller (wider) is drawn over its neighbours. */
+var TGR_CELL_MOST = 65535;
+
+/* ``n`` points as few whole lengths as each stay within TGR_CELL_MOST. */
+function tgrPieces(n) {
+  const count = Math.max(1, Math.ceil(n / TGR_CELL_MOST)), pieces = [];
+  for (let k = 0; k < count; k++) pieces.push(Math.floor((n * (k + 1)) / count) - Math.floor((n * k) / count));
+  return pieces;
+}
+
+/* An empty cell of ``w`` by ``h`` points (``port``: its name). Longer than one cell may be,
+   it is a table of cells: a row across its width, then one cell under another down the
+   rest of its height. */
+function tgrSpace(w, h, port) {
+  const fixed = (x, y, more = "") => `<TD${more} FIXEDSIZE="TRUE" WIDTH="${x}" HEIGHT="${y}"></TD>`;
+  const across = tgrPieces(w), down = tgrPieces(h);
+  if (across.length === 1 && down.length === 1) return fixed(w, h, port ? ` PORT="${port}"` : "");
+  const span = across.length > 1 ? ` COLSPAN="${across.length}"` : "";
+  const rows = [`<TR>${across.map((x) => fixed(x, down[0])).join("")}</TR>`,
+    ...down.slice(1).map((y) => `<TR>${fixed(across[0], y, span)}</TR>`)];
+  return `<TD><TABLE ${TGR_BARE}>${rows.join("")}</TABLE></TD>`;
 }
 
 /* A laid-out container's own edges: by title ("from->to"), by tail and by head. */

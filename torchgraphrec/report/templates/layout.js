@@ -154,13 +154,85 @@ function tgrOutline(shape) {
   return [x0, y0, x1, y1];
 }
 
-/* One laid-out container, parsed once: its SVG, its frame's box (its own coordinates) and
-   where its ports are in that box (tgrPortPlaces). */
+/* One laid-out container, parsed once: its SVG, its frame's box (its own coordinates), made
+   to hold all it draws (tgrHoldAll), where its ports are in that box (tgrPortPlaces), and
+   what the engine said. A failure is thrown with all it said: the page shows it. */
 function tgrLaidOut(viz, dot, inner) {
-  const svg = tgrParseSvg(viz.renderString(dot, {format: "svg"}));
-  const frame = inner ? svg.querySelector("g.cluster path, g.cluster polygon") : null;
-  const box = frame ? tgrOutline(frame) : null;
-  return {svg, box, ports: box ? tgrPortPlaces(svg, box) : new Map()};
+  const result = viz.render(dot, {format: "svg"}), said = result.errors.map((e) => e.message);
+  if (result.status !== "success") throw new Error(`Graphviz: ${said.join("; ") || "render failed"}`);
+  const svg = tgrParseSvg(result.output);
+  const frame = inner ? svg.querySelector("g.cluster") : null;
+  const box = frame ? tgrHoldAll(svg, frame) : null;
+  return {svg, box, ports: box ? tgrPortPlaces(svg, box) : new Map(), said};
+}
+
+/* A module's frame, grown where what it draws goes past it, and the frame's box. Graphviz
+   routes an edge between two of its points (a port, a node) round what is in the way, at
+   times outside the outline it gives the module; the module's box in its parent is its
+   frame, so that nothing drawn for a module leaves it. */
+function tgrHoldAll(svg, frame) {
+  const shapes = [...frame.querySelectorAll("path, polygon")], box = tgrOutline(shapes[0]);
+  const reach = tgrReach(svg), room = 8;  // a cluster's own margin, past the farthest line
+  const grown = [Math.min(box[0], reach[0] - room), Math.min(box[1], reach[1] - room),
+    Math.max(box[2], reach[2] + room), Math.max(box[3], reach[3] + room)];
+  if (grown.every((v, k) => v === box[k])) return box;
+  // each point moves with the side it is nearer: the rounded corners keep their shape, and
+  // the title its place at a corner
+  const mid = [(box[0] + box[2]) / 2, (box[1] + box[3]) / 2];
+  const move = ([x, y]) => [x + (x < mid[0] ? grown[0] - box[0] : grown[2] - box[2]),
+    y + (y < mid[1] ? grown[1] - box[1] : grown[3] - box[3])];
+  for (const shape of shapes) {
+    const points = tgrPoints(shape).map((p) => p && move(p));
+    if (shape.tagName === "path") tgrSetPoints(shape, points);
+    else shape.setAttribute("points", points.map(tgrPoint).join(" "));
+  }
+  for (const text of frame.querySelectorAll("text")) {
+    const [x, y] = move([+text.getAttribute("x"), +text.getAttribute("y")]);
+    text.setAttribute("x", x.toFixed(2));
+    text.setAttribute("y", y.toFixed(2));
+  }
+  return grown;
+}
+
+/* The box of a layout's edges: their lines (a cubic stays within its points), arrowheads
+   and labels. */
+function tgrReach(svg) {
+  const reach = [Infinity, Infinity, -Infinity, -Infinity];
+  const take = (x0, y0, x1, y1) => {
+    reach[0] = Math.min(reach[0], x0); reach[1] = Math.min(reach[1], y0);
+    reach[2] = Math.max(reach[2], x1); reach[3] = Math.max(reach[3], y1);
+  };
+  for (const shape of svg.querySelectorAll("g.edge path, g.edge polygon")) {
+    for (const point of tgrPoints(shape)) if (point) take(...point, ...point);
+  }
+  for (const text of svg.querySelectorAll("g.edge text")) take(...tgrTextBox(text));
+  return reach;
+}
+
+/* A Graphviz text's box: the SVG is not on the page, so it is measured in its font. */
+function tgrTextBox(text) {
+  const size = +text.getAttribute("font-size") || 9, x = +text.getAttribute("x"), y = +text.getAttribute("y");
+  TGR_MEASURE = TGR_MEASURE || document.createElement("canvas").getContext("2d");
+  TGR_MEASURE.font = `${size}px ${text.getAttribute("font-family") || "Helvetica,sans-serif"}`;
+  const width = TGR_MEASURE.measureText(text.textContent).width;
+  const anchor = text.getAttribute("text-anchor"), left = x - (anchor === "middle" ? width / 2 : anchor === "end" ? width : 0);
+  return [left, y - size, left + width, y + size * 0.3];
+}
+
+var TGR_MEASURE = null;
+
+/* Each open child's box as Graphviz laid it out, against the size asked (``sizes``):
+   where they differ, the drawing would be wrong (the children placed in boxes too small
+   overlap), so the layout fails, saying what the engine said. */
+function tgrCheckSlots(found, sizes) {
+  for (const [m, [w, h]] of sizes) {
+    const slot = found.svg.querySelector(`[id="p-${tgrLocalName(m)}"] polygon, [id="p-${tgrLocalName(m)}"] path`);
+    if (!slot) continue;
+    const [x0, y0, x1, y1] = tgrOutline(slot), fmt = (v) => Math.round(v).toLocaleString("en");
+    if (Math.abs(x1 - x0 - Math.max(3, Math.round(w))) <= 1 && Math.abs(y1 - y0 - Math.max(3, Math.round(h))) <= 1) continue;
+    const why = found.said.length ? ` (${found.said.join("; ")})` : "";
+    throw new Error(`Graphviz laid out a module of ${fmt(w)} × ${fmt(h)} pt as ${fmt(x1 - x0)} × ${fmt(y1 - y0)}${why}`);
+  }
 }
 
 /* The page-wide cache of laid-out containers, by DOT text. */
@@ -170,7 +242,7 @@ var TGR_LAYOUTS = new Map();
    put the results together: one SVG, its elements' ids those of the whole view's DOT. */
 function tgrLayOut(P, composed, viz) {
   const members = tgrContainers(P, composed), {local, ports, joins} = tgrLocalEdges(composed, members);
-  const sizes = new Map(), laid = new Map();
+  const sizes = new Map(), laid = new Map(), said = new Set();
   let fresh = 0;
   const visit = (c) => {
     for (const m of members.get(c)) if (members.has(m)) visit(m);
@@ -181,16 +253,20 @@ function tgrLayOut(P, composed, viz) {
     let found = TGR_LAYOUTS.get(dot);
     if (!found) {
       found = tgrLaidOut(viz, dot, c !== -1);
+      tgrCheckSlots(found, own);
       fresh++;
       if (TGR_LAYOUTS.size > 4000) TGR_LAYOUTS.delete(TGR_LAYOUTS.keys().next().value);
       TGR_LAYOUTS.set(dot, found);
     }
     laid.set(c, found);
+    found.said.forEach((line) => said.add(line));
     if (found.box) sizes.set(c, [found.box[2] - found.box[0], found.box[3] - found.box[1], found.ports]);
   };
   visit(-1);
   const {svg} = tgrAssemble(members, laid, {joins, rankdir: composed.rankdir}, -1);
   svg.dataset.layouts = String(fresh);
+  // what the engine warned of and drew all the same, for whoever looks into a drawing
+  if (said.size) svg.dataset.said = [...said].join("; ");
   return svg;
 }
 
