@@ -8,11 +8,11 @@ import networkx as nx
 
 from torchgraphrec.render import labels
 from torchgraphrec.render.labels import cost_text
-from torchgraphrec.text import settings_text
+from torchgraphrec.text import items_change, settings_text, value_text
 from torchgraphrec.render.scale import INCLUSIVE, TITLES
 from torchgraphrec.render.theme import SCALE, text_color
 
-__all__ = ["node_info", "facts", "forward_ms", "colour_choices", "COSTS", "PLAIN_FORWARD"]
+__all__ = ["node_info", "change_rows", "facts", "forward_ms", "colour_choices", "COSTS", "PLAIN_FORWARD"]
 
 #: The cost attributes a page can colour by and tabulate, with their headings.
 COSTS = {"flops": "FLOPs", "backward_flops": "backward FLOPs", "saved_bytes": "saved activations",
@@ -37,7 +37,69 @@ def _info(attrs: dict[str, Any], index: dict[str, int]) -> dict[str, Any]:
     found = {key: _plain(value, index) for key, value in attrs.items() if key not in _LEFT_OUT}
     if attrs.get("settings"):  # as the box writes it; the raw text stays under "settings"
         found["_settings"] = settings_text(attrs["type"], attrs["settings"], limit=200)
+    if attrs.get("diff_changes"):
+        found["_changes"] = change_rows(attrs["kind"], attrs["diff_changes"])
     return found
+
+
+# The details panel's row that each changed attribute rewrites as ``old → new`` (a
+# changed call's ``inputs`` and ``outputs`` there are tensor ids, for drawing side A:
+# its shapes say the change).
+_CHANGE_ROWS = {
+    "layer": {"type": "type", "settings": "settings", "training": "mode", "num_params": "parameters",
+              "input_shapes": "inputs", "input_dtypes": "inputs", "output_shapes": "outputs",
+              "output_dtypes": "outputs"},
+    "param": {"shape": "shape", "dtype": "shape", "requires_grad": "trainable", "buffer": "kind"},
+    "op": {"name": "op", "args": "arguments", "shape": "result", "dtype": "result"},
+    "tensor": {"shape": "shape", "dtype": "shape", "role": "kind", "name": "name", "nested": "nested"},
+}
+
+# Flags as the panel words them: (when false, when true).
+_FLAG_WORDS = {"training": ("eval", "train"), "requires_grad": ("frozen", "trainable"),
+               "buffer": ("parameter", "buffer")}
+
+
+def _tupled(value: Any) -> Any:
+    # a union read back from JSON holds lists where a recorded one holds tuples
+    return tuple(_tupled(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def _value(value: Any) -> str:
+    value = _tupled(value)
+    if isinstance(value, tuple) and value and all(isinstance(v, str) for v in value):
+        return ", ".join(value)  # dtypes
+    return value_text(value)
+
+
+def _change_text(name: str, old: Any, new: Any) -> str:
+    if name in ("settings", "args") and old and new:  # item by item, as the drawing writes it
+        return items_change(old, new).replace(" -> ", " → ")
+    if name in ("settings", "args"):
+        return f"{old or '(none)'} → {new or '(none)'}"
+    if name in _FLAG_WORDS:
+        words = _FLAG_WORDS[name]
+        return f"{words[bool(old)]} → {words[bool(new)]}"
+    return f"{_value(old)} → {_value(new)}"
+
+
+def change_rows(kind: str, changes: dict[str, Any]) -> list[list[str]]:
+    """A changed node's details rows, ``[row, "old → new"]``: each names the row it
+    replaces, two changes of one row (a shape and a dtype) share it.
+
+    >>> change_rows("layer", {"settings": ("in_features=16, out_features=16, bias=True",
+    ...                                    "in_features=16, out_features=2, bias=True"),
+    ...                       "num_params": (272, 34), "output_shapes": (((2, 16),), ((2, 2),)),
+    ...                       "outputs": ((7,), (9,))})
+    [['settings', 'out_features=16 → 2'], ['parameters', '272 → 34'], ['outputs', '2×16 → 2×2']]
+    >>> change_rows("param", {"shape": ([16, 16], [2, 16]), "dtype": ("float32", "float16")})
+    [['shape', '16×16 → 2×16; float32 → float16']]
+    """
+    rows: dict[str, list[str]] = {}
+    for name, (old, new) in changes.items():
+        row = _CHANGE_ROWS.get(kind, {}).get(name)
+        if row is not None:
+            rows.setdefault(row, []).append(_change_text(name, old, new))
+    return [[row, "; ".join(texts)] for row, texts in rows.items()]
 
 
 def node_info(graph: nx.DiGraph, order: Sequence[str]) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@
    attributes folded below. */
 
 async function tgrSelect(R, i, options) {
+  if (!tgrOnSide(R, i)) return;  // a diff's side shown alone has nothing there to show
   R.selected = i;
   if (options.reveal) {
     tgrShowCanvas(R);
@@ -81,7 +82,7 @@ function tgrDetails(R, i) {
     row("used by", (tgrNeighbours(R).outOf.get(i) || []).slice(0, 12).map((j) => link(j)));
   }
   tgrCostRows(R, a, row);
-  tgrDiffRows(R, a, row);
+  tgrDiffRows(a, rows, row);
   for (const [key, value, sep] of rows) tgrRow(R, box, key, value, sep);
   tgrActions(R, i);
   tgrRaw(R, i, a);
@@ -130,12 +131,15 @@ function tgrCostRows(R, a, row) {
   for (const key of Object.keys(a).filter((k) => k.includes(".") && typeof a[k] === "number")) row(key, a[key].toPrecision(4));
 }
 
-function tgrDiffRows(R, a, row) {
+/* A diff's rows: how the node compares, and each row that changed rewritten in place as
+   ``old → new`` (written by the page data as the drawing writes it). */
+function tgrDiffRows(a, rows, row) {
   if (!a.diff) return;
   row("compared", {added: "added in B", removed: "removed in B", changed: "changed", same: "the same"}[a.diff]);
-  for (const [key, [old, now]] of Object.entries(a.diff_changes || {})) {
-    // a call's tensors on each side are for drawing side A; its shapes say the change
-    if (key !== "inputs" && key !== "outputs") row(key, `${JSON.stringify(old)} → ${JSON.stringify(now)}`);
+  for (const [key, text] of a._changes || []) {
+    const at = rows.findIndex(([name]) => name === key);
+    if (at >= 0) rows[at] = [key, text];
+    else row(key, text);
   }
   if (a.diff_inside && a.diff === "same") row("inside", "something under it differs");
 }
@@ -147,7 +151,9 @@ function tgrRow(R, table, key, value, sep) {
   const parts = Array.isArray(value) ? value : [value];
   parts.forEach((part, k) => {
     if (k) content.append(sep || ", ");
-    if (part && typeof part === "object" && "link" in part) {
+    if (part && typeof part === "object" && "link" in part && !tgrOnSide(R, part.link)) {
+      content.append(part.text);  // the side shown lacks it: nothing to go to
+    } else if (part && typeof part === "object" && "link" in part) {
       const a = document.createElement("a");
       a.href = "#";
       a.textContent = part.text;
@@ -162,6 +168,10 @@ function tgrRow(R, table, key, value, sep) {
 function tgrActions(R, i) {
   const box = R.$(".tgr-actions"), {D, state} = R;
   box.replaceChildren();
+  if (!tgrOnSide(R, i)) {
+    box.textContent = `Side ${state.side.toUpperCase()} has no such node: show both sides to see it.`;
+    return;
+  }
   const button = (text, act) => {
     const b = document.createElement("button");
     b.type = "button";

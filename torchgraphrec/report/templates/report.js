@@ -83,9 +83,12 @@ async function tgrUpdate(R, anchor, since) {
 async function tgrRelayOut(R, anchor, since) {
   const started = since || performance.now();
   const ticket = ++R.busy;
+  if (R.asking) R.asking(false);  // the view it asked about is no longer wanted
   R.P = tgrSideP(R, R.state.side);
   const composed = tgrCompose(R.P, R.state);
   if (composed.placed.nodes.length > R.config.big && !(await tgrAsk(R, composed))) {
+    // superseded: the newer action's state is the reader's, not the one saved before
+    if (ticket !== R.busy) return false;
     R.state = tgrCopyState(R.saved);
     R.P = tgrSideP(R, R.state.side);
     tgrSyncControls(R);
@@ -115,6 +118,7 @@ async function tgrRelayOut(R, anchor, since) {
   tgrSwap(R, svg, anchor);
   tgrIndexElements(R);
   tgrSearchAgain(R);
+  tgrMarkRow(R);  // a diff's side shown: the rows and bars of what it lacks greyed
   tgrDecorate(R, true);
   if (R.selected !== undefined) tgrDetails(R, R.selected);  // "drawn for", what it offers now
   tgrSyncControls(R);
@@ -128,13 +132,16 @@ async function tgrRelayOut(R, anchor, since) {
 
 function tgrStatus(R, text) { R.$(".tgr-status").textContent = text; }
 
-/* Ask before laying out a very big view (it may take seconds). */
+/* Ask before laying out a very big view (it may take seconds). One question at a time:
+   `R.asking` answers it (a newer re-layout answers "no"), so that no re-layout waits on
+   buttons that a later question took over. */
 function tgrAsk(R, composed) {
   const bar = R.$(".tgr-ask");
   R.$(".tgr-ask-text").textContent = `This view has ${composed.placed.nodes.length.toLocaleString("en")} boxes and ops; laying it out may take several seconds.`;
   bar.hidden = false;
   return new Promise((answer) => {
-    const done = (yes) => { bar.hidden = true; answer(yes); };
+    const done = (yes) => { bar.hidden = true; R.asking = null; answer(yes); };
+    R.asking = done;
     R.$(".tgr-ask-yes").onclick = () => done(true);
     R.$(".tgr-ask-no").onclick = () => done(false);
   });
@@ -221,6 +228,13 @@ function tgrOpenOneRepeat(R, i) {
       if (Math.floor(position / run.period) !== k) { state.open.delete(call); state.leafOps.delete(call); }
     });
   }
+}
+
+/* Whether the side of a diff shown has node `i` (side A lacks what B added, B what it
+   removed): nothing else can be drawn, selected or opened. */
+function tgrOnSide(R, i) {
+  const absent = {a: "added", b: "removed"}[R.state.side];
+  return !absent || !R.D.status || R.D.status[i] !== absent;
 }
 
 /* The drawn element that shows node `i` now: itself, the box it is in, or the cluster
@@ -317,8 +331,24 @@ function tgrSyncControls(R) {
   R.root.querySelectorAll(".tgr-opt").forEach((box) => { box.checked = Boolean(s[box.dataset.opt]); });
   R.$(".tgr-layout-ops").checked = s.ops === "all";
   R.$(".tgr-layout-ops").disabled = !s.ops;
+  tgrSyncParams(R);
   R.$(".tgr-rankdir").value = s.rankdir;
   R.$(".tgr-side").value = s.side;
+}
+
+/* A parameter is drawn inside its module's frame, above the ops that use it; where its
+   call is drawn as a box it is counted in the box (render/view.py). While no frame holding
+   one is open, "params" changes no drawing: greyed, and its title says why. It stays
+   usable (unlike "layout ops" without ops): ticked, search finds parameters and opens
+   the path to each. */
+function tgrSyncParams(R) {
+  const label = R.$('.tgr-opt[data-opt="params"]').closest("label"), {vis} = R.drawn, kind = R.D.kind;
+  let room = false;
+  for (let i = 0; i < vis.length && !room; i++) room = kind[i] === "P" && (vis[i] === i || vis[i] === -1);
+  label.classList.toggle("tgr-idle", !room);
+  label.title = room ? "draw parameters and buffers above the ops that use them, inside their module"
+    : "nothing to draw here yet: parameters are drawn inside their module, above the ops that use them, " +
+      "and each closed box counts its own. Open a module to its ops (double-click it, or tick inside leaves) to see them.";
 }
 
 /* The URL fragment: the state relative to its depth preset, and the selection. */

@@ -4,19 +4,24 @@
 
 /* What the view can show that matches: module calls always, ops, tensors and parameters
    while they are shown; a match inside a folded run's later repeat is the box that draws
-   it (its counterpart in the first repeat), once. In seq order, each box once. */
+   it (its counterpart in the first repeat), once. In seq order, each box once. A diff's
+   side shown alone lacks what only the other side has: counted apart, never stepped to. */
 function tgrMatches(R, query) {
   const {D, info, state} = R, found = new Set();
-  let calls = 0;
+  let calls = 0, elsewhere = 0;
   const shown = {L: true, M: true, O: state.ops, T: state.tensors, P: state.params};
   const canonical = R.drawn && R.drawn.canonical ? R.drawn.canonical : (i) => i;
   for (let i = 0; i < D.ids.length; i++) {
     if (!shown[D.kind[i]] || (D.kind[i] === "O" && state.ops === true && R.P.isLayout[i])) continue;
     const attrs = info[i] || {};
     const fields = [D.ids[i], attrs.label, attrs.qualname, attrs.type, attrs.name];
-    if (fields.some((f) => f !== undefined && f !== null && String(f).toLowerCase().includes(query))) { found.add(canonical(i)); calls++; }
+    if (!fields.some((f) => f !== undefined && f !== null && String(f).toLowerCase().includes(query))) continue;
+    if (!tgrOnSide(R, i)) { elsewhere++; continue; }
+    found.add(canonical(i));
+    calls++;
   }
   R.searchCalls = calls;
+  R.searchElsewhere = elsewhere;
   return [...found].sort((a, b) => a - b);
 }
 
@@ -61,7 +66,9 @@ function tgrCount(R) {
   const where = list.length ? ` · ${drawn} drawn, ${held} inside closed boxes (marked)` : "";
   const position = current >= 0 ? `${current + 1} of ${list.length}` : `${list.length} match${list.length === 1 ? "" : "es"}`;
   const folded = R.searchCalls > list.length ? ` (${R.searchCalls} with the folded repeats)` : "";
-  count.textContent = position + folded + where;
+  const other = {a: "B", b: "A"}[R.state.side];
+  const elsewhere = R.searchElsewhere ? ` · ${R.searchElsewhere} only in side ${other}` : "";
+  count.textContent = position + folded + where + elsewhere;
 }
 
 async function tgrStep(R, direction) {

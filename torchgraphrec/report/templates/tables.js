@@ -115,12 +115,17 @@ function tgrCell(R, column, i, high) {
   return cell;
 }
 
-/* The selected call's row, highlighted and scrolled into its table's view. */
+/* The selected call's row and bars highlighted; a diff's calls that the side shown lacks
+   greyed (a click on them selects nothing: nothing of theirs is drawn). */
 function tgrMarkRow(R) {
   if (!R.tableRows) return;
-  for (const row of R.tableRows()) {
-    const on = Number(row.dataset.node) === R.selected;
-    row.classList.toggle("tgr-row-selected", on);
+  const other = {a: "B", b: "A"}[R.state.side];
+  const bars = R.root.querySelectorAll(".tgr-timeline rect");
+  for (const element of [...R.tableRows(), ...bars]) {
+    const i = Number(element.dataset.node), absent = !tgrOnSide(R, i);
+    element.classList.toggle("tgr-row-selected", i === R.selected && element.tagName === "TR");
+    element.classList.toggle("tgr-absent", absent);
+    if (element.tagName === "TR") element.title = absent ? `only in side ${other}: show both sides to see it` : "";
   }
   R.root.querySelectorAll(".tgr-timeline rect.tgr-selected").forEach((r) => r.classList.remove("tgr-selected"));
   if (R.selected !== undefined) {
@@ -129,16 +134,25 @@ function tgrMarkRow(R) {
 }
 
 /* Two panels sharing nothing but the rows: the forward, then the backward (each on its
-   own time axis, since they run one after the other), a call's bar inside its parent's. */
+   own time axis, since they run one after the other), a call's bar inside its parent's.
+   A diff's union holds two runs, each on its own clock: its timeline is side B's run (the
+   calls both sides have carry B's times), the calls only A ran left out. */
 function tgrTimeline(R) {
   const box = R.$(".tgr-timeline"), note = R.$(".tgr-timeline-note");
   box.replaceChildren();
   const calls = [];
-  for (let i = 0; i < R.D.ids.length; i++) if (R.D.kind[i] === "L" && R.info[i].t_start_ns !== undefined) calls.push(i);
+  let onlyA = 0;
+  for (let i = 0; i < R.D.ids.length; i++) {
+    if (R.D.kind[i] !== "L" || R.info[i].t_start_ns === undefined) continue;
+    if (R.info[i].diff === "removed") onlyA++;
+    else calls.push(i);
+  }
   if (!calls.length) { note.textContent = "No module calls were timed."; return; }
   const passes = [["forward", "t_start_ns", "t_end_ns"], ["backward", "t_backward_start_ns", "t_backward_end_ns"]];
   const drawn = passes.filter(([, start]) => calls.some((i) => R.info[i][start] !== undefined));
-  note.textContent = "Times of the model's own work (the recorder's left out). Rows are call depth. " +
+  const left = onlyA ? `; the ${onlyA} call${onlyA === 1 ? "" : "s"} only side A made are left out (another run, another clock)` : "";
+  const side = R.D.sides ? `Side B's run (new)${left}. ` : "";
+  note.textContent = side + "Times of the model's own work (the recorder's left out). Rows are call depth. " +
     (R.colourBy ? `Bars coloured by ${R.config.colour.headings[R.colourBy] || R.colourBy}, as the drawing is, over every call. ` : "") +
     "Click a bar to select the call." + (drawn.length < 2 ? " No backward was recorded." : "");
   // the drawing's palette and rule, over the calls the timeline shows
@@ -160,7 +174,7 @@ function tgrTimelinePanel(R, calls, pass, startKey, endKey, scale) {
   const caption = document.createElementNS(ns, "text");
   caption.setAttribute("x", 2);
   caption.setAttribute("y", 11);
-  caption.textContent = `${pass}: ${tgrFormat("forward_ms", span / 1e6)}`;
+  caption.textContent = `${R.D.sides ? "side B, " : ""}${pass}: ${tgrFormat("forward_ms", span / 1e6)}`;
   svg.append(caption);
   for (const i of timed) {
     const a = R.info[i], from = a[startKey], to = a[endKey];

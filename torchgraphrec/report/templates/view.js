@@ -34,7 +34,7 @@ function tgrPanZoom(R) {
     const svg = R.svg;
     if (!svg) return;
     event.preventDefault();
-    const scale = tgrScale(svg) * Math.exp(event.deltaY * 0.0015);
+    const scale = tgrZoomBound(svg, tgrScale(svg), tgrScale(svg) * Math.exp(event.deltaY * 0.0015));
     const [x, y] = tgrPointer(svg, event);
     tgrPutAt(svg, scale, x, y, event.clientX, event.clientY);
   }, {passive: false});
@@ -60,6 +60,20 @@ function tgrPanZoom(R) {
     const element = event.target.closest("g.node, g.cluster");
     if (element && R.onDouble) R.onDouble(element, event);
   });
+}
+
+/* How far the wheel zooms: out to a quarter of the whole drawing's size on the canvas (or
+   of its own size, for a drawing smaller than the canvas), in to 16 times its own size.
+   Unbounded, a few seconds of wheel left the drawing a dot, or nothing at all. */
+var TGR_ZOOM_OUT = 4, TGR_ZOOM_IN = 16;
+
+function tgrZoomBound(svg, now, wanted) {
+  const [, , w, h] = (svg.dataset.fitted || svg.getAttribute("viewBox")).split(/[\s,]+/).map(Number);
+  const rect = svg.getBoundingClientRect();
+  const fitted = Math.max(w / Math.max(1, rect.width), h / Math.max(1, rect.height));
+  const high = Math.max(fitted, TGR_NATURAL) * TGR_ZOOM_OUT, low = TGR_NATURAL / TGR_ZOOM_IN;
+  // a view already past a bound (set by other means) is not pulled back: it only stops
+  return Math.min(Math.max(wanted, Math.min(low, now)), Math.max(high, now));
 }
 
 /* The drawing point under the mouse. */
