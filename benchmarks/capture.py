@@ -11,7 +11,8 @@ Strict by construction, so that no tool is flattered:
   and a cell is the median of ``--processes`` (5) fresh processes' ratios, shown with
   their spread (lowest–highest).
 
-Columns: each tool with autograd on (``grad``) and under ``torch.no_grad()`` (``no_grad``);
+Columns: each tool with autograd on (``grad``) and under ``torch.no_grad()`` (``no_grad``),
+and on request under ``torch.inference_mode()`` (``--modes inference``);
 ``torchgraphrec+flops`` records with ``flops=True`` beside ``FlopCounterMode``, PyTorch's
 own counter, in the same run; ``torchgraphrec+memory`` with ``memory=True`` (saved bytes
 counted); ``floor:*`` are no-op hooks and modes, what any hook- or
@@ -51,7 +52,10 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 HERE = Path(__file__).resolve().parent
-MODES = ("grad", "no_grad")
+MODES = ("grad", "no_grad", "inference")
+#: The grad modes run unless ``--modes`` says otherwise (``inference``: under
+#: ``torch.inference_mode()``, whose tensors keep no version counter).
+DEFAULT_MODES = ("grad", "no_grad")
 #: The capture targets: (model, grad mode, tool) -> the highest ratio allowed.
 TARGETS = {
     ("mlp_deep_200", "grad", "torchgraphrec"): 4.5,
@@ -89,7 +93,8 @@ def measure(tool: str, model_name: str, mode: str, budget_s: float, clock: str,
     case = BENCH_MODELS[model_name]()
     model = case.model.eval()
     plain = lambda: model(*case.args, **case.kwargs)  # noqa: E731
-    grad_mode = torch.no_grad() if mode == "no_grad" else torch.enable_grad()
+    grad_mode = {"no_grad": torch.no_grad, "inference": torch.inference_mode}.get(
+        mode, torch.enable_grad)()
     with grad_mode:
         try:
             capture = TOOLS[tool](model, case.args, case.kwargs)
@@ -287,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*")
     parser.add_argument("--tools", nargs="*")
-    parser.add_argument("--modes", nargs="*", choices=MODES, default=list(MODES))
+    parser.add_argument("--modes", nargs="*", choices=MODES, default=list(DEFAULT_MODES))
     parser.add_argument("--budget", type=float, default=4.0, help="seconds of timing per cell")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per cell")
     parser.add_argument("--clock", choices=("wall", "thread"), default="wall")
@@ -325,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     for model_name in models:
         for tool in tools:
             for mode in options.modes:
-                if mode == "no_grad" and tool in GRAD_ONLY:
+                if mode != "grad" and tool in GRAD_ONLY:
                     continue
                 print(f"  {model_name} / {tool} / {mode} ...", file=sys.stderr, flush=True)
                 results[model_name, mode, tool] = run_cell(tool, model_name, mode, options)
