@@ -223,8 +223,9 @@ class Recorder:
 
     def __getitem__(self, key: tuple[str, str]) -> Any:
         """What probes kept for ``(qualname, site)``: with ``reduce="all"`` a list with one
-        entry per call; an entry is a tensor, or ``{path: tensor}`` for nested outputs, or
-        ``{stat: ...}`` when a probe keeps several statistics."""
+        entry per call, in the order of the calls (a call seen again, by a second backward,
+        right after its first entry); an entry is a tensor, or ``{path: tensor}`` for nested
+        outputs, or ``{stat: ...}`` when a probe keeps several statistics."""
         module, site = key
         return self.store.get(module, site)
 

@@ -197,3 +197,35 @@ def test_a_scripted_submodule_is_recorded_at_the_aten_level(grad: bool) -> None:
     [output] = graph.nodes["layer:scripted#0"]["outputs"]
     assert nx.has_path(graph, "tensor:0@v0", output)
     assert nx.has_path(graph, "param:scripted.0.weight", output)
+
+
+class _CacheWriter(nn.Module):
+    def forward(self, cache: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        cache[:, 1].copy_(key)
+        return cache
+
+
+class _WithScriptedWriter(nn.Module):
+    """A scripted module writing into a cache through a view, then the cache read whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writer = torch.jit.script(_CacheWriter())
+
+    def forward(self, key: torch.Tensor, cache: torch.Tensor) -> torch.Tensor:
+        self.writer(cache, key * 2)
+        return cache.sum(0)
+
+
+@pytest.mark.needs("global_hook_kwargs")
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_a_scripted_write_is_what_the_cache_is_read_from(mode: str) -> None:
+    # at the ATen level a write through a view was noted at the version before the
+    # dispatcher counted it (and an inference tensor's not at all): the read of the cache
+    # found a constant, or went past the scripted copy_ to the cache as it came in
+    with getattr(torch, mode)():
+        graph = tgr.record(_WithScriptedWriter(), (torch.randn(2, 4), torch.zeros(2, 3, 4))).graph
+    tgr.validate(graph)
+    ops = {attrs["name"]: node for node, attrs in nodes_of(graph, "op").items()}
+    assert nx.has_path(graph, ops["copy_"], ops["sum"])
+    assert not any(graph.nodes[p].get("role") == "input" for p in graph.predecessors(ops["sum"]))

@@ -217,3 +217,21 @@ def test_a_grouped_convolution_counts_as_its_groups_convolutions(name: str) -> N
     graph = tgr.record(conv, x.requires_grad_(), backward=True, flops=True).graph
     assert graph.graph["backward_flops"] == 2 * graph.graph["flops"]  # input and weight
     assert graph.graph["flops"] + graph.graph["backward_flops"] == _group_by_group(conv, x)
+
+
+class _NestedProduct(nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(a, b).softmax(-1)
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_a_product_of_strided_nested_tensors_records_with_flops(mode: str) -> None:
+    # remembering what a call counted read its tensors' shapes, which a strided nested
+    # tensor cannot give: the recording raised inside the user's forward
+    a = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)])
+    b = torch.nested.nested_tensor([torch.randn(3, 5), torch.randn(3, 5)])
+    with getattr(torch, mode)():
+        expected = _NestedProduct()(a, b)
+        recording = tgr.record(_NestedProduct(), (a, b), flops=True)
+    assert all(torch.equal(x, y) for x, y in zip(recording.output.unbind(), expected.unbind()))
+    tgr.validate(recording.graph)

@@ -358,3 +358,52 @@ def test_writes_through_views_are_read_from_the_last_write_in_every_grad_mode(
     for read in sums:  # the tensor and the earlier view: both from the last write
         assert list(graph.predecessors(read)) == [ops["add_"]], read
     assert nx.has_path(graph, ops["mul_"], ops["add_"])
+
+
+class _Doubler(nn.Module):
+    def forward(self, cache: torch.Tensor) -> torch.Tensor:
+        return cache * 2
+
+
+class _WritesThenHandsOn(nn.Module):
+    """Writes into its input through a view, then hands the input to a submodule: the input
+    crosses a call boundary before the write and after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _Doubler()
+
+    def forward(self, x: torch.Tensor, cache: torch.Tensor) -> torch.Tensor:
+        cache[:, 1].mul_(x)
+        return self.inner(cache)
+
+
+@pytest.mark.parametrize("mode", list(GRAD_MODES))
+def test_a_tensor_written_through_a_view_crosses_a_boundary_as_a_new_value(mode: str) -> None:
+    # under inference mode its value after the write took the input's node id again
+    # (inference tensors' ids cannot tell values apart by version): a CaptureError
+    with GRAD_MODES[mode]():
+        graph = tgr.record(_WritesThenHandsOn(), (torch.randn(3), torch.ones(2, 3, 3))).graph
+    tgr.validate(graph)
+    inner = graph.nodes["layer:inner#0"]
+    (received,) = inner["inputs"]
+    (writer,) = graph.predecessors(received)
+    assert graph.nodes[writer]["name"] == "mul_"
+    assert received not in graph.nodes["layer:#0"]["inputs"]
+
+
+class _Flagged(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        y.requires_grad_(False)  # changes a flag, not the values: no op in any grad mode
+        return y + 1
+
+
+@pytest.mark.parametrize("mode", list(GRAD_MODES))
+def test_an_in_place_method_that_changes_no_values_is_no_op(mode: str) -> None:
+    with GRAD_MODES[mode]():
+        graph = tgr.record(_Flagged(), torch.randn(3)).graph
+    ops = nodes_of(graph, "op")
+    assert sorted(attrs["name"] for attrs in ops.values()) == ["add", "mul"]
+    (add,) = (node for node, attrs in ops.items() if attrs["name"] == "add")
+    assert [graph.nodes[p]["name"] for p in graph.predecessors(add)] == ["mul"]

@@ -70,6 +70,11 @@ def op_name_of(func: Any) -> str:
     return name
 
 
+#: In-place methods that change a tensor's flags or where it lives, never its values.
+_KEEPS_ITS_VALUE = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad_",
+                              "pin_memory_", "rename_", "refine_names_"})
+
+
 def mutates_by_name(name: str, args: tuple, kwargs: dict) -> Any:
     """The tensor an op changes in place by its name alone (``add_``, ``setitem``, ``out=``,
     ``inplace=True``), for inference tensors, which keep no version counter; else ``None``.
@@ -77,11 +82,13 @@ def mutates_by_name(name: str, args: tuple, kwargs: dict) -> Any:
     >>> x = torch.zeros(1)
     >>> mutates_by_name("add_", (x, 1), {}) is x, mutates_by_name("add", (x, 1), {})
     (True, None)
+    >>> mutates_by_name("requires_grad_", (x,), {})
     """
     out = kwargs.get("out")
     if isinstance(out, torch.Tensor):
         return out
-    inplace = kwargs.get("inplace") is True or (name.endswith("_") and not name.startswith("_"))
+    inplace = kwargs.get("inplace") is True or (name.endswith("_") and not name.startswith("_")
+                                                 and name not in _KEEPS_ITS_VALUE)
     if inplace or name == "setitem":
         return args[0] if args and isinstance(args[0], torch.Tensor) else None
     return None

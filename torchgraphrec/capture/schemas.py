@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import torch
 
-from torchgraphrec.capture.values import version_of
+from torchgraphrec.capture.values import inference_written, version_of
 
 __all__ = ["view_source", "written_by_schema"]
 
@@ -43,6 +43,6 @@ def written_by_schema(func: Any, args: tuple, kwargs: dict) -> Optional[list]:
             continue
         value = args[position] if position < len(args) else kwargs.get(argument.name)
         if isinstance(value, torch.Tensor):
-            version = version_of(value)
-            found.append((value, version + 1 if version >= 0 else -1))
+            found.append((value, inference_written(value) if value.is_inference()
+                          else version_of(value) + 1))
     return found or None

@@ -157,7 +157,10 @@ class Values:
         if writer is None or writer[ENTRY_TENSOR]() is not memory or \
                 writer[ENTRY_VERSION] != version:
             return None  # changed where the recorder could not see (inside a hook, say)
-        return self.set(tensor, version, writer[ENTRY_REF], entry[ENTRY_NUMBER])
+        # an inference tensor's node ids cannot tell its values apart by version: its
+        # changed value gets a new number, as in changed()
+        return self.set(tensor, version, writer[ENTRY_REF],
+                        entry[ENTRY_NUMBER] if version >= 0 else None)
 
     def set(self, tensor: torch.Tensor, version: int, ref: Ref, number: Optional[int]) -> Entry:
         """Record that ``ref`` produced ``tensor`` at ``version``."""
@@ -172,8 +175,9 @@ class Values:
         # an inference tensor keeps no version counter: its new value gets a new number
         number = entry[ENTRY_NUMBER] if entry is not None and version >= 0 else None
         self.set(tensor, version, ref, number)
+        # at the version given: an ATen-level write is counted only after its handler
         memory = memory_of(tensor)
-        self.writers[id(memory)] = (weakref.ref(memory), version_of(tensor), ref)
+        self.writers[id(memory)] = (weakref.ref(memory), version, ref)
 
     def number(self, tensor: torch.Tensor, entry: Entry) -> int:
         """The tensor number of ``entry``'s value, given one now if it had none."""

@@ -137,7 +137,9 @@ def _cell_width(ticks: Sequence[str], spans: Sequence[int]) -> int:
     18
     >>> _cell_width(["0 FLOPs", "32.8 kFLOPs", "65.5 kFLOPs"], (3, 4, 3))
     26
+    >>> _cell_width(["0 FLOPs", "32.8 kFLOPs", "65.5 kFLOPs"], (0, 2, 0))
+    39
     """
-    needed = max(-(-(len(text) * _CHAR_POINTS + 2 * _CHAR_POINTS) // span)
-                 for text, span in zip(ticks, spans))
-    return max(_CELL_POINTS, needed)
+    needed = [-(-(len(text) * _CHAR_POINTS + 2 * _CHAR_POINTS) // span)
+              for text, span in zip(ticks, spans) if span]  # a palette of two has no ends
+    return max(_CELL_POINTS, *needed)

@@ -187,11 +187,11 @@ def _call_key(func: Any, args: tuple, kwargs: dict) -> Any:
     """
     if len(_COUNTS_NOTHING) >= _COUNTS_NOTHING_LIMIT:  # a model of ever new shapes
         _COUNTS_NOTHING.clear()
-    key = (func, _frozen(args), _frozen(kwargs))
     try:
+        key = (func, _frozen(args), _frozen(kwargs))
         hash(key)
-    except TypeError:
-        return None
+    except (TypeError, RuntimeError):  # an unhashable setting, a strided nested tensor's
+        return None  # shape (which it cannot give)
     return key
 
 
