@@ -175,9 +175,11 @@ class Values:
         # an inference tensor keeps no version counter: its new value gets a new number
         number = entry[ENTRY_NUMBER] if entry is not None and version >= 0 else None
         self.set(tensor, version, ref, number)
-        # at the version given: an ATen-level write is counted only after its handler
+        # at the version given, which an ATen-level write reaches only after its handler;
+        # a collective's write, which moves no counter, is given as -1: at the version now
         memory = memory_of(tensor)
-        self.writers[id(memory)] = (weakref.ref(memory), version, ref)
+        self.writers[id(memory)] = (weakref.ref(memory),
+                                    version if version >= 0 else version_of(tensor), ref)
 
     def number(self, tensor: torch.Tensor, entry: Entry) -> int:
         """The tensor number of ``entry``'s value, given one now if it had none."""
