@@ -52,6 +52,14 @@ def act(page: Any, action: Any, *args: Any) -> int:
     return int(page.get_attribute(ROOT, "data-last-ms"))
 
 
+def each_flow(page: Any) -> Iterator[str]:
+    """The flow directions in turn, ``TB`` (the page's default) then ``LR``, the page laid
+    out in each before it is yielded."""
+    yield "TB"
+    act(page, page.select_option, f"{ROOT} select.tgr-rankdir", "LR")
+    yield "LR"
+
+
 def drawn_ids(page: Any, kind: str = "node") -> set[str]:
     """Ids of the drawn ``node`` or ``cluster`` elements (``n-...``, ``c-...``)."""
     return set(page.eval_on_selector_all(f"{ROOT} .tgr-canvas g.{kind}",

@@ -14,9 +14,7 @@ from torch import nn
 
 import torchgraphrec as tgr
 from llama import gpt2_tiny
-from report.reportpage import act, element, loaded_report
-
-ROOT = "#tgr"
+from report.reportpage import ROOT, act, each_flow, element, loaded_report
 
 # shared by the checks below: an element's box, or a point, in the drawing's own units
 _IN_ROOT = """
@@ -145,9 +143,7 @@ def test_gpt2s_residual_stays_inside_the_block_it_runs_in(browser, gpt2_report) 
     with loaded_report(browser, gpt2_report, fit=False) as loaded:
         page = loaded.page
         act(page, page.click, f'{ROOT} .tgr-opt[data-opt="tensors"]')
-        for flow in ("TB", "LR"):
-            if flow != "TB":
-                act(page, page.select_option, f"{ROOT} select.tgr-rankdir", flow)
+        for flow in each_flow(page):
             found = page.evaluate(_EDGES_OUTSIDE_FRAMES)
             assert found["edges"] > 40
             assert found["out"] == [], flow

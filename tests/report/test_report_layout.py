@@ -11,7 +11,7 @@ import torch
 
 import torchgraphrec as tgr
 from llama import gpt2_tiny
-from report.reportpage import act, centre, drawn_ids, element, loaded_report
+from report.reportpage import act, centre, drawn_ids, each_flow, element, loaded_report
 from report.walk import in_view, settle, walk
 
 ROOT = "#tgr"
@@ -104,9 +104,7 @@ def test_joined_edges_go_round_boxes_and_enter_attention_by_its_corners(browser,
     with loaded_report(browser, path, fit=False) as loaded:
         page = loaded.page
         act(page, page.click, f'{ROOT} .tgr-opt[data-opt="leaves"]')
-        for flow in ("TB", "LR"):
-            if flow != "TB":
-                act(page, page.select_option, f"{ROOT} select.tgr-rankdir", flow)
+        for flow in each_flow(page):
             found = page.evaluate(_LOOSE_ENDS)
             assert found["parts"] >= 30
             assert found["loose"] == []

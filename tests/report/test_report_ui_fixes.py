@@ -15,10 +15,8 @@ from torch import nn
 
 import torchgraphrec as tgr
 from models import mlp
-from report.reportpage import act, drawn_ids, element, loaded_report, state
+from report.reportpage import ROOT, act, drawn_ids, element, loaded_report, state
 from report.walk import in_view, settle
-
-ROOT = "#tgr"
 
 
 def _net(*layers: tuple[str, nn.Module]) -> nn.Sequential:

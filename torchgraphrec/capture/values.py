@@ -90,7 +90,7 @@ def memory_of(tensor: torch.Tensor) -> Any:
 
 
 #: What an inference tensor's version counter would read (see :func:`version_of`), by the
-#: ``id()`` of the base whose memory was written: ``(weak reference, changes)``.
+#: ``id()`` of the memory written (:func:`memory_of`): ``(weak reference, changes)``.
 _INFERENCE_WRITES: dict[int, tuple[Any, int]] = {}
 _INFERENCE_WRITES_CHECKED = 1024  # pruned of dead bases whenever it holds twice this many
 
