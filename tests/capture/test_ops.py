@@ -407,3 +407,25 @@ def test_an_in_place_method_that_changes_no_values_is_no_op(mode: str) -> None:
     assert sorted(attrs["name"] for attrs in ops.values()) == ["add", "mul"]
     (add,) = (node for node, attrs in ops.items() if attrs["name"] == "add")
     assert [graph.nodes[p]["name"] for p in graph.predecessors(add)] == ["mul"]
+
+
+class _WritesTwoOuts(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        values, indices = torch.empty(3), torch.empty(3, dtype=torch.long)
+        earlier = values[:2]  # a view taken before the write
+        torch.max(x, 0, out=(values, indices))
+        return earlier * 2, indices + 1
+
+
+@pytest.mark.parametrize("mode", list(GRAD_MODES))
+def test_every_tensor_of_an_out_tuple_is_read_from_the_op_that_wrote_it(mode: str) -> None:
+    # under inference mode only a single out= tensor counted as written: the view taken
+    # before the write stayed wired to the getitem that made it
+    with GRAD_MODES[mode]():
+        graph = tgr.record(_WritesTwoOuts(), torch.randn(4, 3)).graph
+    tgr.validate(graph)
+    ops = nodes_of(graph, "op")
+    (writer,) = (node for node, attrs in ops.items() if attrs["name"] == "max")
+    for reader in ("mul", "add"):
+        (node,) = (node for node, attrs in ops.items() if attrs["name"] == reader)
+        assert list(graph.predecessors(node)) == [writer], reader

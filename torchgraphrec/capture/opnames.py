@@ -75,23 +75,29 @@ _KEEPS_ITS_VALUE = frozenset({"requires_grad_", "share_memory_", "detach_", "ret
                               "pin_memory_", "rename_", "refine_names_"})
 
 
-def mutates_by_name(name: str, args: tuple, kwargs: dict) -> Any:
-    """The tensor an op changes in place by its name alone (``add_``, ``setitem``, ``out=``,
-    ``inplace=True``), for inference tensors, which keep no version counter; else ``None``.
+def mutates_by_name(name: str, args: tuple, kwargs: dict) -> tuple[torch.Tensor, ...]:
+    """The tensors an op changes in place by its name alone (``add_``, ``setitem``, ``out=``
+    with one tensor or several, ``inplace=True``), for inference tensors, which keep no
+    version counter; empty where there are none.
 
-    >>> x = torch.zeros(1)
-    >>> mutates_by_name("add_", (x, 1), {}) is x, mutates_by_name("add", (x, 1), {})
-    (True, None)
+    >>> x, y = torch.zeros(1), torch.zeros(1)
+    >>> mutates_by_name("add_", (x, 1), {})[0] is x, mutates_by_name("add", (x, 1), {})
+    (True, ())
+    >>> [t is y for t in mutates_by_name("max", (x, 0), {"out": (x, y)})]
+    [False, True]
     >>> mutates_by_name("requires_grad_", (x,), {})
+    ()
     """
     out = kwargs.get("out")
     if isinstance(out, torch.Tensor):
-        return out
+        return (out,)
+    if isinstance(out, (tuple, list)):
+        return tuple(tensor for tensor in out if isinstance(tensor, torch.Tensor))
     inplace = kwargs.get("inplace") is True or (name.endswith("_") and not name.startswith("_")
                                                  and name not in _KEEPS_ITS_VALUE)
-    if inplace or name == "setitem":
-        return args[0] if args and isinstance(args[0], torch.Tensor) else None
-    return None
+    if (inplace or name == "setitem") and args and isinstance(args[0], torch.Tensor):
+        return (args[0],)
+    return ()
 
 
 class _TensorMark:

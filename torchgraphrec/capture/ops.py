@@ -204,10 +204,9 @@ class OpRecorder:
             if changed is None and self._written_by_schema:
                 changed = written_by_schema(func, args, kwargs)
             elif changed is None and versions and min(versions) < 0:  # an inference tensor:
-                target = mutates_by_name(name, args, kwargs)  # by the op's name
-                changed = None if target is None else \
-                    [(target, inference_written(target) if target.is_inference()
-                      else version_of(target))]
+                changed = [(target, inference_written(target) if target.is_inference()
+                            else version_of(target))  # by the op's name
+                           for target in mutates_by_name(name, args, kwargs)] or None
             if isinstance(out, _Tensor):
                 if changed is None:
                     for tensor in inputs:
