@@ -31,7 +31,7 @@ __all__ = ["to_html", "report_fragment", "engine_script", "SCRIPTS", "BIG_DRAWIN
 
 #: The page's own scripts, in the order they are inlined.
 SCRIPTS = ("compose.js", "layout.js", "frames.js", "view.js", "paint.js", "search.js", "details.js", "tables.js",
-           "report.js")
+           "keys.js", "report.js")
 #: Above this many boxes and ops, the page asks before laying a view out (about 2 s).
 BIG_DRAWING = 1500
 _PROLOG = re.compile(r"^.*?(?=<svg)", re.S)

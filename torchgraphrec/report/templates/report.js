@@ -31,6 +31,7 @@ function tgrStart(R) {
   const fromUrl = tgrReadUrl(R);
   tgrControls(R);
   tgrSearchSetup(R);
+  tgrKeys(R);
   tgrTables(R);
   R.onClick = (element) => tgrClicked(R, element);
   R.onDouble = (element, event) => tgrDoubleClicked(R, element, event);
