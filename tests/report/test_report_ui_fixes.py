@@ -208,3 +208,29 @@ def test_colouring_keeps_the_drawing_still_and_the_wheel_zoom_is_bounded(
         assert _page(page, "(R) => tgrScale(R.svg)") >= 0.75 / 16 - 1e-6
         assert in_view(page)["seen"] > 0
     assert loaded.problems == []
+
+
+def test_a_view_the_engine_cannot_lay_out_leaves_the_controls_as_drawn(
+        browser, mlp_recording, tmp_path: Path) -> None:
+    # the state went back to the drawn view but the controls kept the new choice: the next
+    # action then drew what the controls did not show
+    path = mlp_recording.to_html(tmp_path / "report.html")
+    flow = f"{ROOT} .tgr-rankdir"
+    with loaded_report(browser, path) as loaded:
+        page = loaded.page
+        drawn = state(page)["dot"]
+        page.evaluate("() => { window.__kept = tgrLayOut; "
+                      "tgrLayOut = () => { throw new Error('no room'); }; }")
+        page.select_option(flow, "LR")
+        page.wait_for_function(f"""document.querySelector('{ROOT} .tgr-status')
+                                   .textContent.startsWith('could not')""", timeout=30_000)
+        assert page.text_content(f"{ROOT} .tgr-status") == "could not lay this view out: no room"
+        assert page.input_value(flow) == "TB"
+        assert _page(page, "(R) => R.state.rankdir") == "TB"
+        assert state(page)["dot"] == drawn
+        page.evaluate("() => { tgrLayOut = window.__kept; }")
+        act(page, page.select_option, flow, "LR")  # the engine back: the same choice draws
+        assert page.input_value(flow) == "LR"
+        assert "rankdir=LR" in state(page)["dot"]
+        assert page.text_content(f"{ROOT} .tgr-status") == ""
+    assert loaded.problems == []

@@ -88,11 +88,7 @@ async function tgrRelayOut(R, anchor, since) {
   R.P = tgrSideP(R, R.state.side);
   const composed = tgrCompose(R.P, R.state);
   if (composed.placed.nodes.length > R.config.big && !(await tgrAsk(R, composed))) {
-    // superseded: the newer action's state is the reader's, not the one saved before
-    if (ticket !== R.busy) return false;
-    R.state = tgrCopyState(R.saved);
-    R.P = tgrSideP(R, R.state.side);
-    tgrSyncControls(R);
+    tgrBackToDrawn(R, ticket);
     return false;
   }
   let svg = R.cache.get(composed.dot);
@@ -107,7 +103,7 @@ async function tgrRelayOut(R, anchor, since) {
       R.lastLayoutMs = performance.now() - started;
     } catch (error) {
       tgrStatus(R, `could not lay this view out: ${error.message || error}`);
-      R.state = tgrCopyState(R.saved);
+      tgrBackToDrawn(R, ticket);
       return false;
     }
     if (R.cache.size > 24) R.cache.delete(R.cache.keys().next().value);
@@ -129,6 +125,16 @@ async function tgrRelayOut(R, anchor, since) {
   R.root.dataset.lastMs = String(Math.round(performance.now() - started));
   R.root.dataset.layouts = String(Number(R.root.dataset.layouts || 0) + 1);
   return true;
+}
+
+/* A view not drawn (declined, or the engine failed): the state, and the controls that show
+   it, back to what is drawn; unless a newer action superseded it, whose state is the
+   reader's. */
+function tgrBackToDrawn(R, ticket) {
+  if (ticket !== R.busy) return;
+  R.state = tgrCopyState(R.saved);
+  R.P = tgrSideP(R, R.state.side);
+  tgrSyncControls(R);
 }
 
 function tgrStatus(R, text) { R.$(".tgr-status").textContent = text; }
