@@ -74,6 +74,27 @@ def fsdp_units(ctx: Rank) -> dict:
     return {"json": tgr.to_json(rec.graph), "bytes": expected}
 
 
+@on_ranks
+def fsdp_mixed_two_forwards(ctx: Rank) -> dict:
+    """Two forwards of units casting their parameters to bfloat16: the second reads the
+    cast buffers the first made, and gathers the same parameters again."""
+    from conftest import NEEDS
+
+    if not NEEDS["fully_shard"][0]:
+        return {}
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    torch.manual_seed(0)
+    model, policy = Net(), MixedPrecisionPolicy(param_dtype=torch.bfloat16)
+    for block in model.blocks:
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    with tgr.Recorder(model) as rec:
+        for _ in range(2):
+            model(torch.ones(4, 8))
+    return {"json": tgr.to_json(rec.graph)}
+
+
 def _graph(found: dict) -> nx.DiGraph:
     return tgr.from_json(found["json"])
 
@@ -113,6 +134,39 @@ def test_unfolded_every_unit_has_its_box(ranks) -> None:
     # with parameters drawn, each box feeds its unit's parameters, which feed their ops
     fed = sorted(t for s, t in view.edges if s in boxes)
     assert fed == sorted(n for n, kind in graph.nodes(data="kind") if kind == "param")
+
+
+def _inside(graph: nx.DiGraph, node: str, call: str) -> bool:
+    parent = graph.nodes[node]["parent"]
+    while parent is not None and parent != call:
+        parent = graph.nodes[parent]["parent"]
+    return parent == call
+
+
+@pytest.mark.needs("fully_shard")
+def test_a_second_forwards_boxes_feed_its_own_calls(ranks) -> None:
+    # each box fed the unit's parameters, drawn in the first forward's calls: the second
+    # forward's box fed back into the first, and with the cast buffers the second forward
+    # reads from the first, the drawing's edges made a cycle (networkx raised)
+    graph = _graph(ranks("fsdp_mixed_two_forwards")[0])
+    tgr.validate(graph)
+    for options in (RenderOptions(), RenderOptions(depth=1),
+                    RenderOptions(fold_repeats=False, include_params=True, expand_leaves=True)):
+        view = build_view(graph, options)
+        boxes = [n for n in view.nodes if view.folded.nodes[n].get("name") == "all_gather"]
+        for box in boxes:
+            call = view.folded.nodes[box]["unshard_of"]
+            assert all(_inside(view.folded, t, call) for s, t in view.edges if s == box), box
+        to_dot(graph, **vars(options))
+    view = build_view(graph, RenderOptions(fold_repeats=False, include_params=True,
+                                             expand_leaves=True))
+    roots = sorted((n for n, a in graph.nodes(data=True)
+                    if a["kind"] == "layer" and a["parent"] is None),
+                   key=lambda n: graph.nodes[n]["seq"])
+    later = [n for n in view.nodes if view.folded.nodes[n].get("name") == "all_gather"
+             and _inside(view.folded, n, roots[1])]
+    assert len(later) == 2  # the blocks gather again (the root keeps its own gathered)
+    assert all(graph.nodes[t]["kind"] == "op" for s, t in view.edges if s in later)
 
 
 @pytest.mark.needs("fully_shard")

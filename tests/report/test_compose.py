@@ -160,3 +160,16 @@ def test_edges_of_several_roles_merged_into_one_keep_them_all(composer: Any) -> 
                 if "scaled_dot_product_attention" in line and "->" in line and "label=" in line]
     assert len(labelled) == 1 and 'label="query/key/value"' in labelled[0]
     _same_as_to_dot(composer, graph, (*STATES, {"depth": None, "rankdir": "LR"}))
+
+
+def test_calls_drawn_feeding_each_other_are_drawn_as_to_dot_draws_them(composer: Any) -> None:
+    # FSDP's unshard drawing once fed a later call's box into an earlier one: lifted to
+    # what is drawn, such edges close a cycle, where networkx's topological sort raised
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
+    graph = tgr.record(model, torch.randn(2, 4)).graph
+    late = max((n for n, a in graph.nodes(data=True) if a["kind"] == "op"),
+               key=lambda n: graph.nodes[n]["seq"])
+    graph.add_edge(late, "param:0.weight", kind="flow", seq=graph.nodes[late]["seq"], t_ns=0)
+    assert "->" in to_dot(graph)
+    _same_as_to_dot(composer, graph, STATES)

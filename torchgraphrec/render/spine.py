@@ -18,13 +18,19 @@ def spine(view: View) -> list[str]:
 
     Parameters are left out: they feed the path, they are not on it; so are the edges of
     :data:`~torchgraphrec.render.oproles.SIDE_ROLES`: the path enters attention through its
-    query, and the key and value come in beside it, in that order.
+    query, and the key and value come in beside it, in that order. Where the drawn flow has
+    a cycle (two calls drawn as boxes that each feed the other), there is no such path.
     """
     flow = nx.DiGraph()
     flow.add_nodes_from(n for n in view.nodes if view.kind(n) != "param")
     flow.add_edges_from((s, t) for s, t in view.edges if s in flow and t in flow
                         and view.labels.get((s, t)) not in SIDE_ROLES)
-    return nx.dag_longest_path(flow) if flow.number_of_edges() else []
+    if not flow.number_of_edges():
+        return []
+    try:
+        return nx.dag_longest_path(flow)
+    except nx.NetworkXUnfeasible:  # lifting closed a cycle (see edges.bridge): no one path
+        return []
 
 
 def under_params(view: View) -> dict[str, int]:

@@ -4,13 +4,13 @@ FSDP2 gathers a unit's parameters when the unit's forward starts: ``all_gather_c
 packs this rank's shards, the collective gathers them, views and ``split_with_sizes_copy``
 unpack them and ``as_strided`` views make the full parameters. Recorded op by op, that is a
 dozen ops per unit standing where the weights should be; drawn, each unit's ops are one
-``all_gather`` box (the collective's bytes on it) feeding the unit's parameters. Every op
-stays in the graph: ``include_ops="all"`` draws them as recorded.
+``all_gather`` box (the collective's bytes on it) feeding the unit's parameters (in a later
+forward, the ops that read them). Every op stays in the graph: ``include_ops="all"`` draws them as recorded.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import networkx as nx
 
@@ -130,6 +130,34 @@ def add_unshard(graph: nx.DiGraph) -> nx.DiGraph:
         found.add_node(box, **attrs, **{BOX: nodes[copy_in]["parent"]})
         for member in members:
             found.nodes[member][INTO] = box
-        for param in _unit_params(params, qualname(nodes[copy_in]["parent"]), nested):
-            found.add_edge(box, param, kind="flow", seq=attrs["seq"], t_ns=0)
+        unit = nodes[copy_in]["parent"]
+        for target in _gathered_for(graph, unit, _unit_params(params, qualname(unit), nested)):
+            found.add_edge(box, target, kind="flow", seq=attrs["seq"], t_ns=0)
     return found
+
+
+def _gathered_for(graph: nx.DiGraph, call: Optional[str], params: list[str]) -> list[str]:
+    """What one unshard of the unit's ``params`` feeds: each parameter drawn inside ``call``
+    (a parameter is drawn in the first call that used it), and in a later call of the unit
+    (a second forward) the ops of that call that read the parameters, never the parameters
+    drawn in an earlier call: an edge back to that call would run against time (and, with
+    the edges of the data the calls truly share, make a cycle)."""
+    nodes = graph.nodes
+    fed: list[str] = []
+    for param in params:
+        if _within(nodes, param, call):
+            fed.append(param)
+            continue
+        fed.extend(reader for reader in graph.successors(param)
+                   if _within(nodes, reader, call) and reader not in fed)
+    return fed
+
+
+def _within(nodes: Any, node: str, call: Optional[str]) -> bool:
+    """Whether ``node`` lies inside ``call`` (at any depth)."""
+    parent = nodes[node]["parent"]
+    while parent is not None:
+        if parent == call:
+            return True
+        parent = nodes[parent]["parent"]
+    return call is None

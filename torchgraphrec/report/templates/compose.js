@@ -266,7 +266,9 @@ function tgrLift(P, state, folded, canonical, vis, placed, absent) {
   }
   // a bridged edge stands for the changes on its way, not for what stayed the same
   // (render/diffstatus.py: an unchanged edge counts only where drawn as it is)
-  for (const x of graph.topological()) {
+  let order = graph.topological();
+  if (order.length < graph.succ.size) order = [...graph.succ.keys()];  // a cycle: render/edges.py
+  for (const x of order) {
     if (!hidden.has(x)) continue;
     const own = state.ops === true && P.isLayout[x] && !P.unlabelled[x] ? D.reshape : "";
     const preds = [...graph.pred.get(x)], succs = [...graph.succ.get(x)];
@@ -344,9 +346,10 @@ function tgrSpine(P, placed, edges) {
   for (const [s, t, , label] of edges) {
     if (flow.succ.has(s) && flow.succ.has(t) && !side.has(label)) { flow.addEdge(s, t); count++; }
   }
-  if (!count) return [];
+  const order = flow.topological();
+  if (!count || order.length < flow.succ.size) return [];  // a cycle: render/spine.py
   const dist = new Map();
-  for (const v of flow.topological()) {
+  for (const v of order) {
     let best = null;
     for (const u of flow.pred.get(v).keys()) {
       const length = dist.get(u)[0] + 1;
