@@ -306,6 +306,37 @@ def test_modules_and_parameters_built_in_the_first_forward_are_recorded() -> Non
     assert torch.equal(recording.output, model(x))
 
 
+class Accumulates(nn.Module):
+    """Keeps a running sum by assigning a new tensor to its buffer each forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.acc = self.acc + x
+        return self.acc * 2
+
+
+@pytest.mark.parametrize("mode", [torch.enable_grad, torch.no_grad, torch.inference_mode])
+def test_a_buffer_assigned_a_new_value_is_read_from_what_made_it(mode) -> None:
+    # the new value took the buffer's param node: mul was wired to the zeros it never read,
+    # and the add that made its value had no reader
+    with mode():
+        recorder = tgr.Recorder(Accumulates())
+        with recorder:
+            for _ in range(2):
+                recorder.model(torch.ones(4))
+    graph = recorder.graph
+    tgr.validate(graph)
+    ops = sorted(nodes_of(graph, "op"), key=lambda node: graph.nodes[node]["seq"])
+    assert [graph.nodes[op]["name"] for op in ops] == ["add", "mul", "add", "mul"]
+    assert list(graph.successors("param:acc")) == [ops[0]]  # the first value, read once
+    assert list(graph.predecessors(ops[1])) == [ops[0]]
+    assert ops[0] in graph.predecessors(ops[2])  # the second forward adds to the first sum
+    assert list(graph.predecessors(ops[3])) == [ops[2]]
+
+
 class ZeroesARowUnderNoGrad(nn.Module):
     """Writes a view under ``no_grad``, as ``nn.Embedding`` does with its padding row, and
     returns such a view: reading its ``grad_fn`` raises in plain PyTorch."""

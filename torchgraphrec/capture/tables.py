@@ -117,13 +117,17 @@ class ModuleTable:
 
     def add_tensor(self, module: nn.Module, name: str, tensor: Any, buffer: bool) -> bool:
         """Name the parameter (or buffer) that the model's ``module`` is registering as
-        ``name``; whether it is new to the table."""
+        ``name``; whether it is new to the table. A tensor assigned under a name the table
+        has given already (``self.acc = self.acc + x``) is not: it is a new value, read from
+        whatever made it, and the name's param node stays its first value's."""
         owner = self.index_of.get(id(module))
         if owner is None or tensor is None or id(tensor) in self.tensor_ids:
             return False
         qualname = self.qualnames[owner]
-        node_id = self.tensor_ids[id(tensor)] = f"param:{qualname}.{name}" if qualname \
-            else f"param:{name}"
+        node_id = f"param:{qualname}.{name}" if qualname else f"param:{name}"
+        if node_id in self.tensor_owner:
+            return False
+        self.tensor_ids[id(tensor)] = node_id
         self.tensor_owner[node_id] = owner
         if buffer:
             self.buffers.add(node_id)
