@@ -300,6 +300,8 @@ def test_recorder_numbers_repeated_calls() -> None:
      "args must be a tensor or a tuple of arguments, got list"),
     (torch.nn.Linear(2, 2), torch.ones(2), ["x"], TypeError,
      "kwargs must be a mapping of keyword arguments or None, got list"),
+    (torch.nn.Linear(2, 2), torch.ones(2), {1: torch.ones(1)}, TypeError,
+     r"kwargs' keys must be the names of keyword arguments \(str\), got int: 1"),
     ("scripted", torch.ones(2), None, TypeError, "cannot record a torch.jit.ScriptModule"),
 ])
 def test_bad_input_is_refused_clearly(model, args, kwargs, error, match) -> None:

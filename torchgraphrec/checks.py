@@ -107,10 +107,17 @@ def as_kwargs(kwargs: Any) -> dict:
 
     >>> as_kwargs(None), as_kwargs({"mask": None})
     ({}, {'mask': None})
+    >>> as_kwargs({0: None})
+    Traceback (most recent call last):
+    TypeError: kwargs' keys must be the names of keyword arguments (str), got int: 0
     """
     if kwargs is None:
         return {}
     if isinstance(kwargs, Mapping):
+        for key in kwargs:
+            if not isinstance(key, str):
+                raise TypeError(f"kwargs' keys must be the names of keyword arguments (str), "
+                                f"got {type(key).__name__}: {key!r}"[:300])
         return dict(kwargs)
     raise TypeError(f"kwargs must be a mapping of keyword arguments or None, got "
                     f"{type(kwargs).__name__}: {kwargs!r}"[:300])

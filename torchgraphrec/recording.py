@@ -146,10 +146,13 @@ def backward_loss(output: Any) -> Any:
     >>> backward_loss({"a": x * 2, "b": (x, torch.tensor([1, 2]))})
     tensor(6., grad_fn=<AddBackward0>)
     """
+    from torchgraphrec._torch import DisableTorchFunction
     from torchgraphrec.capture.structures import flatten_tensors
 
     tensors = flatten_tensors(output)
-    parts = [t.sum() for t in tensors if t.is_floating_point() and t.requires_grad]
+    with DisableTorchFunction():  # the choice is the recorder's: a user's mode sees the loss
+        chosen = [t for t in tensors if t.is_floating_point() and t.requires_grad]
+    parts = [t.sum() for t in chosen]
     if not parts:
         complex_ = any(t.is_complex() and t.requires_grad for t in tensors)
         raise ValueError(

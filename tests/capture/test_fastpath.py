@@ -8,6 +8,7 @@ import networkx as nx
 import pytest
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -229,3 +230,49 @@ def test_a_scripted_write_is_what_the_cache_is_read_from(mode: str) -> None:
     ops = {attrs["name"]: node for node, attrs in nodes_of(graph, "op").items()}
     assert nx.has_path(graph, ops["copy_"], ops["sum"])
     assert not any(graph.nodes[p].get("role") == "input" for p in graph.predecessors(ops["sum"]))
+
+
+class _FunctionNames(TorchFunctionMode):
+    """The torch-level calls a user's own mode sees, by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        self.names.append(getattr(func, "__name__", repr(func)))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+def test_under_a_users_function_mode_fast_path_modules_compute_as_unrecorded(mode) -> None:
+    # a user's mode keeps them off their fast path; the recorder still stepped its op mode
+    # aside for a dispatch mode, around which the slow path computes other numbers under
+    # inference_mode (2.4e-7 apart on this encoder layer)
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True).eval()
+    x = torch.randn(2, 3, 8)
+    with torch.device("cpu"), mode():
+        expected = layer(x)
+        recording = tgr.record(layer, x)
+    assert torch.equal(recording.output, expected)
+    tgr.validate(recording.graph)
+    names = {a["name"] for a in nodes_of(recording.graph, "op").values()}
+    assert {"multi_head_attention_forward", "linear", "layer_norm"} <= names
+    assert "_transformer_encoder_layer_fwd" not in names
+
+
+@pytest.mark.needs("global_hook_kwargs")
+@pytest.mark.parametrize("grad", [True, False])
+def test_a_users_function_mode_sees_nothing_of_a_scripted_submodule(grad: bool) -> None:
+    # unrecorded, TorchScript's ops reach no torch-function mode; recorded, the mode saw
+    # the ATen-level handler's calls (t, addmm, relu) and its reads (_version, shape)
+    model, x = WithScripted(), torch.randn(3, 4)
+    with torch.set_grad_enabled(grad):
+        with _FunctionNames() as plain:
+            model(x)
+        with _FunctionNames() as recorded:
+            graph = tgr.record(model, x).graph
+    assert recorded.names == plain.names == ["linear", "linear"]
+    inside = {a["name"] for a in nodes_of(graph, "op").values() if a["parent"] == "layer:scripted#0"}
+    assert {"addmm", "relu"} <= inside

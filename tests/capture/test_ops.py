@@ -240,6 +240,16 @@ def test_a_users_modes_around_record_see_what_they_see_without_it(name: str) -> 
     assert torch._C._len_torch_function_stack() == 0
 
 
+def test_a_users_mode_sees_the_loss_a_backward_recording_takes_and_nothing_more() -> None:
+    # it saw the recorder choose the loss's parts (is_floating_point, requires_grad)
+    plain_case, recorded_case = fresh("resnet_like"), fresh("resnet_like")
+    with Tally() as plain_tally:
+        plain_case.model(*plain_case.args, **plain_case.kwargs).sum().backward()
+    with Tally() as tally:
+        tgr.record(*recorded_case, backward=True)
+    assert tally.calls == plain_tally.calls
+
+
 def test_keyword_only_inputs_are_the_models_inputs_named_by_parameter() -> None:
     class Add(nn.Module):
         def __init__(self) -> None:

@@ -7,7 +7,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from torchgraphrec._torch import TorchDispatchMode
+from torchgraphrec._torch import DisableTorchFunction, TorchDispatchMode, function_mode_depth
 from torchgraphrec.capture.calibrate import dispatch_mode_cost
 from torchgraphrec.capture.ops import OpMode, OpRecorder
 from torchgraphrec.capture.state import CaptureState
@@ -62,8 +62,6 @@ class AtenMode(OpRecorder, TorchDispatchMode):
     false, so the module computes exactly what it computes unrecorded. The results of the
     call's ops live until the call ends (see ``hold_results``)."""
 
-    __torch_dispatch__ = OpRecorder.record
-
     def __init__(self, state: CaptureState,
                  on_failure: Callable[[BaseException], Any] = lambda exc: None) -> None:
         half = dispatch_mode_cost() // 2
@@ -71,6 +69,16 @@ class AtenMode(OpRecorder, TorchDispatchMode):
         # key, after this handler returns: its schema says which arguments it writes
         super().__init__(state, aten_name, lambda func: half, on_failure,
                          written_by_schema=True, gap_kind="before_aten", hold_results=True)
+        #: whether torch-function modes of the user's are on the stack: the handler's calls
+        #: and reads are hidden from them (unrecorded, an ATen op reaches none)
+        self.hidden = False
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        if not self.hidden:
+            return self.record(func, types, args, kwargs)
+        with DisableTorchFunction():
+            return self.record(func, types, args, kwargs)
 
 
 class FastPathSwitch:
@@ -85,12 +93,24 @@ class FastPathSwitch:
         self.active: int = -1  # the call being recorded at the ATen level
 
     def enter(self, call: int, module: nn.Module, args: tuple, kwargs: dict) -> None:
-        """At the start of call ``call`` of a fast-path module."""
-        if self.active < 0 and self.ops.pushed and (
-                isinstance(module, SCRIPTED_TYPES) or may_take_fast_path(module, args, kwargs)):
-            self.ops.pop()
-            self.aten.__enter__()
-            self.active = call
+        """At the start of call ``call`` of a fast-path module.
+
+        A torch-function mode of the user's (``with torch.device(...)``) keeps a module off
+        its fast path, as it would unrecorded: its ops are then recorded by the op mode,
+        beside that mode, since a dispatch mode around its slow path changes what it
+        computes under ``inference_mode``. A scripted module's ops reach no torch-function
+        mode unrecorded: the ATen-level handler's calls and reads are hidden from the
+        user's ones (:attr:`AtenMode.hidden`)."""
+        if self.active >= 0 or not self.ops.pushed:
+            return
+        scripted = isinstance(module, SCRIPTED_TYPES)
+        if not scripted and (function_mode_depth() > 1
+                             or not may_take_fast_path(module, args, kwargs)):
+            return
+        self.ops.pop()
+        self.aten.hidden = function_mode_depth() > 0
+        self.aten.__enter__()
+        self.active = call
 
     def leave(self, call: int) -> None:
         """At the end of call ``call`` (whether it returned or raised)."""
