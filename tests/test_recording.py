@@ -179,6 +179,30 @@ def test_backward_is_timed(recorded: dict) -> None:
     assert root["t_end_ns"] <= root["t_backward_start_ns"] <= root["t_backward_end_ns"]
 
 
+class _Shuffles(torch.nn.Module):
+    """Many autograd nodes that do next to nothing (a copy's, an add's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(20):
+            x = self.fc(x).transpose(0, 1).contiguous().transpose(0, 1) + x
+        return x
+
+
+def test_no_backward_ends_before_it_starts() -> None:
+    # a node's work shorter than the calibrated cost of its hooks ended before it started
+    # (CloneBackward0, AddBackward0: a trace export then wrote negative durations)
+    for _ in range(3):
+        graph = tgr.record(_Shuffles(), torch.randn(8, 8), backward=True).graph
+        spans = [(a["t_backward_start_ns"], a["t_backward_end_ns"])
+                 for _, a in graph.nodes(data=True) if "t_backward_start_ns" in a]
+        assert len(spans) > 60
+        assert all(start <= end for start, end in spans)
+
+
 @pytest.mark.parametrize("name", ["mlp", "gpt2", "recurrent", "structured_outputs"])
 def test_nothing_is_left_behind(name: str) -> None:
     case = fresh(name)

@@ -62,21 +62,32 @@ class BackwardClock:
             # before it, half after
             def before(grad_outputs: Any, node_id: str = node_id) -> None:
                 entered = now()
-                starts.setdefault(node_id, entered - clock.spent - (clock.costs.pack >> 1))
+                starts.setdefault(node_id, self._time(entered))
                 self.running = node_id
                 self.count += 1
                 clock.spent += now() - entered + clock.costs.pack
 
             def after(grad_inputs: Any, grad_outputs: Any, node_id: str = node_id) -> None:
                 entered = now()
-                ends[node_id] = max(ends.get(node_id, 0),
-                                    entered - clock.spent - (clock.costs.pack >> 1))
+                ends[node_id] = max(ends.get(node_id, 0), self._time(entered))
                 self.running = None
                 self.count += 1
                 clock.spent += now() - entered + clock.costs.pack
 
             self._handles.append(node.register_prehook(before))
             self._handles.append(node.register_hook(after))
+
+    def _time(self, entered: int) -> int:
+        """The recording's time when a hook was entered (``entered``, on the wall clock):
+        less what the recorder took, and never before a time handed out already. A node's
+        work shorter than the calibrated cost of the hooks around it would otherwise end
+        before it started."""
+        clock = self.clock
+        t = entered - clock.spent - (clock.costs.pack >> 1)
+        if t < clock.last:
+            t = clock.last
+        clock.last = t
+        return t
 
     def detach(self) -> None:
         """Remove every hook; safe to call twice."""
