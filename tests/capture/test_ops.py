@@ -439,3 +439,21 @@ def test_every_tensor_of_an_out_tuple_is_read_from_the_op_that_wrote_it(mode: st
     for reader in ("mul", "add"):
         (node,) = (node for node, attrs in ops.items() if attrs["name"] == reader)
         assert list(graph.predecessors(node)) == [writer], reader
+
+
+class _PicksColumns(nn.Module):
+    def forward(self, y: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        first, last = scores.argmax(), scores.argmin()
+        return y[:, (first, last)] + y[((first,), (last,))].sum()
+
+
+def test_index_tensors_nested_in_an_ops_arguments_feed_it() -> None:
+    # only one level into lists and tuples was read: y[:, (i, j)] had no edge from i or j
+    graph = tgr.record(_PicksColumns(), (torch.randn(3, 4), torch.randn(4))).graph
+    ops = nodes_of(graph, "op")
+    names = {node: attrs["name"] for node, attrs in ops.items()}
+    getitems = sorted((n for n in ops if names[n] == "getitem"),
+                      key=lambda node: graph.nodes[node]["seq"])
+    assert [ops[n]["args"] for n in getitems] == ["[:, (t, t)]", "[(t,), (t,)]"]
+    for getitem in getitems:
+        assert {names.get(p) for p in graph.predecessors(getitem)} == {"argmax", "argmin", None}

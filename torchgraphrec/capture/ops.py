@@ -32,18 +32,34 @@ _autograd_number: Callable[[], int] = autograd_sequence_number
 
 
 def _scan(values: Any, inputs: list, plain: list) -> None:
-    """Collect the tensors in ``values`` (one level into lists and tuples, as in
-    ``torch.cat([a, b])``) into ``inputs``, and ``values`` with tensors replaced by
-    :data:`TENSOR` into ``plain`` (so that a record keeps no activation alive)."""
+    """Collect the tensors in ``values`` (into lists and tuples at any depth, as in
+    ``torch.cat([a, b])`` or ``y[:, [i, j]]``) into ``inputs``, and ``values`` with tensors
+    replaced by :data:`TENSOR` into ``plain`` (so that a record keeps no activation alive).
+
+    >>> a, b = torch.zeros(1), torch.ones(1)
+    >>> inputs, plain = [], []
+    >>> _scan((a, [1, (b, 2)], "x"), inputs, plain)
+    >>> [t is u for t, u in zip(inputs, (a, b))], plain
+    ([True, True], [t, (1, (t, 2)), 'x'])
+    """
     for value in values:
         if isinstance(value, _Tensor):
             inputs.append(value)
             plain.append(TENSOR)
-        elif type(value) in _SEQUENCES and any(isinstance(item, _Tensor) for item in value):
-            inputs += [item for item in value if isinstance(item, _Tensor)]
-            plain.append(tuple(TENSOR if isinstance(item, _Tensor) else item for item in value))
+        elif type(value) in _SEQUENCES:
+            plain.append(_scan_sequence(value, inputs))
         else:
             plain.append(value)
+
+
+def _scan_sequence(value: Any, inputs: list) -> Any:
+    """A list or tuple with its tensors (at any depth) collected into ``inputs`` and
+    replaced by :data:`TENSOR` (a tuple), or ``value`` itself where it holds none."""
+    found = len(inputs)
+    plain = tuple(TENSOR if isinstance(item, _Tensor) and not inputs.append(item)
+                  else _scan_sequence(item, inputs) if type(item) in _SEQUENCES else item
+                  for item in value)
+    return plain if len(inputs) > found else value
 
 
 class _BackwardFrom:
