@@ -457,3 +457,28 @@ def test_index_tensors_nested_in_an_ops_arguments_feed_it() -> None:
     assert [ops[n]["args"] for n in getitems] == ["[:, (t, t)]", "[(t,), (t,)]"]
     for getitem in getitems:
         assert {names.get(p) for p in graph.predecessors(getitem)} == {"argmax", "argmin", None}
+
+
+class _WritesThroughData(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        y.data.mul_(2)  # .data keeps a version counter of its own: y's does not move
+        return y + 1
+
+
+@pytest.mark.parametrize("mode", list(GRAD_MODES))
+def test_a_write_through_data_is_what_the_tensor_is_read_from(mode: str) -> None:
+    # outside inference mode the add was wired to linear's value from before the write
+    with GRAD_MODES[mode]():
+        graph = tgr.record(_WritesThroughData(), torch.randn(3, 4)).graph
+    tgr.validate(graph)
+    ops = nodes_of(graph, "op")
+    names = {node: attrs["name"] for node, attrs in ops.items()}
+    (add,) = (node for node, name in names.items() if name == "add")
+    assert [names.get(p) for p in graph.predecessors(add)] == ["mul_"]
+    (write,) = graph.predecessors(add)
+    assert nx.has_path(graph, next(n for n, name in names.items() if name == "linear"), write)
