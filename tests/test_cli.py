@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -100,13 +101,52 @@ def test_render_a_saved_recording_without_importing_torch(tmp_path: Path) -> Non
     assert classes.count("node tgr-box") == 3  # stem, blocks and head at depth 1
 
 
-def test_demo_writes_every_format(tmp_path: Path, capsys) -> None:
+def test_demo_writes_the_files_the_docs_name(tmp_path: Path, capsys) -> None:
     assert main(["demo", "-o", str(tmp_path / "out")]) == 0
     names = {p.name for p in (tmp_path / "out").iterdir()}
     assert {"demo.svg", "demo.png", "demo.dot", "demo.json", "demo.graphml",
             "demo-depth1.svg"} <= names
     printed = capsys.readouterr().out
     assert ("demo.pdf" in names) == ("skipped demo.pdf" not in printed)
+    page = (Path(__file__).parent.parent / "docs" / "cli.rst").read_text(encoding="utf-8")
+    entry = page.split("``demo -o DIR``")[1].split("``doctor``")[0]
+    assert set(re.findall(r"``(demo[\w-]*\.\w+)``", entry)) == names | {"demo.pdf"}
+
+
+def test_a_recording_saved_with_an_upper_case_suffix_reads_back(factory_file: Path,
+                                                                 tmp_path: Path,
+                                                                 capsys) -> None:
+    saved = tmp_path / "linear.JSON"  # render writes it: format_of ignores the case
+    assert main(["render", f"{factory_file}:model_and_inputs", "-o", str(saved)]) == 0
+    assert main(["summary", str(saved)]) == 0
+    assert main(["render", str(saved), "-o", str(tmp_path / "again.dot")]) == 0
+    assert main(["diff", str(saved), str(saved)]) == 0
+    assert "Linear" in (tmp_path / "again.dot").read_text()
+
+
+@pytest.mark.parametrize("argv, buffered", [(["summary", "SAVED"], True),
+                                            (["summary", "SAVED"], False),
+                                            (["--help"], True)])
+def test_a_reader_that_goes_away_ends_the_command_quietly(argv: list, buffered: bool,
+                                                          tmp_path: Path) -> None:
+    # buffered, the write fails when stdout is flushed; unbuffered, in print itself
+    # (unbuffered, argparse's --help swallows the failure itself)
+    import torch
+
+    from torchgraphrec.recorder import record
+
+    saved = record(torch.nn.Linear(2, 2), torch.ones(1, 2)).render(tmp_path / "rec.json")
+    reading, writing = os.pipe()
+    os.close(reading)  # as `| head` does once it has its lines: every write fails
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+        done = subprocess.run([sys.executable, "-m", "torchgraphrec",
+                               *[str(saved) if a == "SAVED" else a for a in argv]],
+                              stdout=writing, stderr=subprocess.PIPE, text=True,
+                              env=env if buffered else {**env, "PYTHONUNBUFFERED": "1"})
+    finally:
+        os.close(writing)
+    assert (done.returncode, done.stderr) == (141, "")
 
 
 def test_doctor_runs(capsys) -> None:

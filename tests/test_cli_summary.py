@@ -78,7 +78,8 @@ def test_summary_depth_must_be_a_number_or_all(factory: str, capsys) -> None:
     assert "depth must be a number >= 0 or 'all', got '-1'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("option", "said"), [("--flops", "FLOPs"), ("--memory", "saved bytes")])
+@pytest.mark.parametrize(("option", "said"), [("--flops", "FLOPs"), ("--memory", "saved bytes"),
+                                              ("--backward", "a backward")])
 def test_summary_costs_of_a_recording_without_them_say_how_to_get_them(
         tmp_path: Path, capsys, option: str, said: str) -> None:
     from torchgraphrec.recorder import record

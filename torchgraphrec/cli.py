@@ -2,7 +2,8 @@
 
 Errors are one line on stderr (and the notes it carries: the module call that raised it, a
 hint) with exit status 1 (2 for usage errors; ``diff`` and ``ranks`` exit 0 when the same, 1
-when they differ and 2 on any error, as ``diff`` does).
+when they differ and 2 on any error, as ``diff`` does). Where the reader of the output goes
+away (``| head``), the command stops quietly with status 141, as SIGPIPE would end it.
 ``--help``, ``render recording.json``, ``summary recording.json`` and ``diff a.json b.json``
 never import torch.
 """
@@ -10,6 +11,7 @@ never import torch.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -133,7 +135,9 @@ def _parser() -> argparse.ArgumentParser:
                              "a probe statistic, with a legend; --color-by flops (or "
                              "saved_bytes) records the model counting them")
     _add_diff(commands)
-    demo = commands.add_parser("demo", help="record a built-in small model and write every format")
+    demo = commands.add_parser(
+        "demo", help="record a built-in small model and write it as .svg .html .png .dot "
+                     ".json .graphml .pdf, and a depth-1 .svg")
     demo.add_argument("-o", "--output", required=True, type=Path, metavar="DIR",
                       help="folder to write the outputs into (created if missing)")
     _add_summary(commands)
@@ -226,8 +230,37 @@ def error_text(exc: BaseException) -> str:
     return "\n".join([f"torchgraphrec: error: {type(exc).__name__}: {message}", *notes])
 
 
+#: The exit status where whoever read the output stopped reading (``| head``): what a
+#: shell reports for a program that SIGPIPE ended, 128 + 13.
+_READER_GONE = 141
+
+
+def _reader_gone() -> int:
+    """Stop quietly where the output's reader went away, as Python's documentation on
+    SIGPIPE advises: what is left in stdout's buffer goes to devnull, so that Python's own
+    flush at exit cannot fail again and print a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        pass  # stdout is no file here (replaced in-process): nothing to flush at exit
+    finally:
+        os.close(devnull)
+    return _READER_GONE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    try:
+        try:
+            return _run(argv)
+        finally:  # also after --help: a reader gone shows here, not when Python exits
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _run(argv: Sequence[str] | None) -> int:
     options, unknown = _parser().parse_known_args(argv)
     if unknown:  # the verb's usage, not the top level's
         options.verbs[options.command].error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -235,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "doctor": _doctor, "ranks": _ranks}
     try:
         return handlers[options.command](options)
+    except BrokenPipeError:
+        raise  # not the command's failure: its reader went away
     except Exception as exc:  # one clear line and its notes, not a traceback, for any failure
         print(error_text(exc), file=sys.stderr)
         return 2 if options.command in ("diff", "ranks") else 1  # their 1: "they differ"

@@ -6,8 +6,8 @@ import platform
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-__all__ = ["load_graph", "dtype_hint", "needs_costs", "options_for", "render_target",
-           "diff_targets", "summary_target", "doctor_report", "compare_rank_files"]
+__all__ = ["is_recording", "load_graph", "dtype_hint", "needs_costs", "options_for",
+           "render_target", "diff_targets", "summary_target", "doctor_report", "compare_rank_files"]
 
 
 def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]],
@@ -46,12 +46,22 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
+def is_recording(target: str) -> bool:
+    """Whether ``target`` names a saved recording: a ``.json`` file, the suffix in any
+    case, as ``render -o`` reads it when it writes one.
+
+    >>> is_recording("runs/model.json"), is_recording("MODEL.JSON"), is_recording("m.py:make")
+    (True, True, False)
+    """
+    return target.lower().endswith(".json")
+
+
 def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
                backward: bool = False, flops: bool = False, memory: bool = False) -> Any:
     """The graph of a saved recording (``.json``: torch is not imported) or of one run of
     the model a factory makes (counting its FLOPs with ``flops``, the bytes saved for the
     backward with ``memory``)."""
-    if target.endswith(".json"):
+    if is_recording(target):
         from torchgraphrec.graph import from_json
 
         return from_json(Path(target).read_text(encoding="utf-8"))
@@ -197,20 +207,31 @@ def summary_target(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: s
     from torchgraphrec.summary import summarize
 
     graph = load_graph(target, shapes, dtype, backward, flops, memory)
-    if target.endswith(".json"):  # a factory's model was recorded counting what was asked
-        _check_counted(target, graph, flops, memory)
+    if is_recording(target):  # a factory's model was recorded counting what was asked
+        _check_counted(target, graph, {"flops": flops, "memory": memory,
+                                       "backward": backward})
     return summarize(graph, depth)
 
 
-def _check_counted(target: str, graph: Any, flops: bool, memory: bool) -> None:
-    """Raise ``ValueError`` where the saved recording ``target`` lacks the costs asked for."""
-    for asked, option, total, what, how in ((flops, "flops", "flops", "FLOPs", ""),
-                                            (memory, "memory", "saved_bytes", "saved bytes",
-                                             " in grad mode")):
-        if asked and total not in graph.graph:
-            raise ValueError(f"{target} was recorded without {what}: record it counting them "
-                             f"(torchgraphrec.record(model, inputs, {option}=True){how}, then "
-                             f"save it as .json again), or summarise the model itself: "
+#: What each option of ``summary`` asks a saved recording to hold: how to tell it does,
+#: what it is called, and what records it (beyond the option itself).
+_COUNTED = {
+    "flops": (lambda graph: "flops" in graph.graph, "FLOPs", ""),
+    "memory": (lambda graph: "saved_bytes" in graph.graph, "saved bytes", " in grad mode"),
+    "backward": (lambda graph: any("t_backward_start_ns" in attrs
+                                   for _, attrs in graph.nodes(data=True)),
+                 "a backward", ""),
+}
+
+
+def _check_counted(target: str, graph: Any, asked: Mapping[str, bool]) -> None:
+    """Raise ``ValueError`` where the saved recording ``target`` lacks what the options
+    ``asked`` for (a saved recording cannot be recorded again with them)."""
+    for option, (holds, what, how) in _COUNTED.items():
+        if asked.get(option) and not holds(graph):
+            raise ValueError(f"{target} was recorded without {what}: record it with "
+                             f"torchgraphrec.record(model, inputs, {option}=True){how}, then "
+                             f"save it as .json again, or summarise the model itself: "
                              f"torchgraphrec summary pkg.module:factory --input-shape ... "
                              f"--{option}")
 

@@ -1,4 +1,4 @@
-"""The built-in demo: a small residual CNN, recorded and written out in every format."""
+"""The built-in demo: a small residual CNN, recorded and written out as a drawing, a report and a recording."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def demo_model() -> tuple[DemoNet, torch.Tensor]:
 
 
 def run_demo(directory: str | Path) -> list[str]:
-    """Record the demo model with backward and write every format into ``directory``.
+    """Record the demo model with backward and write it into ``directory`` as SVG, HTML, PNG,
+    DOT, JSON, GraphML and PDF (and a depth-1 SVG).
 
     Returns one line per file: its path, or why it was skipped (PDF without an engine).
     """

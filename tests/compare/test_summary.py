@@ -84,3 +84,15 @@ def test_a_long_change_many_calls_share_keeps_its_count() -> None:
     [line] = [line for line in found.summary().splitlines() if line.startswith("  settings ")]
     assert line.endswith(f" in {SHARED} calls") and len(line) <= 110
     assert line.startswith(f"  settings {old[:20]}")
+
+
+def test_a_param_frozen_says_what_changed_in_it() -> None:
+    def model(freeze: bool) -> tgr.Recording:
+        torch.manual_seed(0)
+        made = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+        made[0].weight.requires_grad_(not freeze)
+        return tgr.record(made, torch.randn(4, 8))
+
+    found = tgr.diff(model(False), model(True))
+    assert found.changed == {"param:0.weight": {"requires_grad": (True, False)}}
+    assert "  changed 0: weight requires_grad True -> False" in found.summary().splitlines()

@@ -99,7 +99,6 @@ def test_the_model_outputs_params_and_layers_are_shown(written) -> None:
         graph.nodes[n]["name"] for n in outputs}
     for param, attrs in nodes_of(graph, "param").items():
         assert nodes[param]["label"] == attrs["qualname"].rpartition(".")[2]
-        assert nodes[param]["config"] == {"pinToGroupTop": True}
     groups = document["graphs"][0]["groupNodeAttributes"]
     assert groups[""]["model"] == graph.graph["model"]
     plan = Plan(graph)
@@ -127,7 +126,27 @@ def test_repeated_calls_and_clashing_names_get_their_own_layers() -> None:
         "", "shared#1: Linear", "shared#2: Linear", "shared: Linear"]
 
 
-def test_module_names_holding_the_namespace_separator_keep_their_own_layers() -> None:
+def test_no_node_is_pinned_to_the_top_of_its_layer(written) -> None:
+    # Model Explorer keeps one pinned node per layer (the last), lays out neither it nor
+    # the layer's edges that touch it, and lays out none outside a layer: of a weight and
+    # a bias both pinned, the bias went on top, the weight to the layer's corner, and
+    # neither kept its edge into the op
+    _, document = written
+    assert [node["id"] for node in me_nodes(document).values() if node["config"]] == []
+
+
+def me_split(namespace: str) -> list[str]:
+    r"""The layer labels Model Explorer shows for a node's namespace: of a namespace holding
+    ";" only the last ";"-separated part, split at "/" but not at "\/", each part with
+    "\/" shown as "/" (graph_processor.ts processNodes, utils.ts splitNamespace and
+    unEscapeString)."""
+    parts = [part for part in namespace.split(";") if part]
+    namespace = parts[-1] if len(parts) > 1 else namespace
+    escaped = namespace.replace("\\/", "\0").split("/")
+    return [part.replace("\0", "/") for part in escaped if part]
+
+
+def test_module_names_holding_model_explorers_separators_show_as_themselves() -> None:
     import torch
 
     class Dict(torch.nn.Module):
@@ -135,15 +154,24 @@ def test_module_names_holding_the_namespace_separator_keep_their_own_layers() ->
             super().__init__()
             self.d = torch.nn.ModuleDict({"a/b": torch.nn.Linear(2, 2),
                                           "a_b": torch.nn.Linear(2, 2),
-                                          "a%2Fb": torch.nn.Linear(2, 2)})
+                                          "a%2Fb": torch.nn.Linear(2, 2),
+                                          "x;y": torch.nn.Sequential(torch.nn.ReLU())})
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.d["a%2Fb"](self.d["a_b"](self.d["a/b"](x)))
+            return self.d["x;y"](self.d["a%2Fb"](self.d["a_b"](self.d["a/b"](x))))
 
     graph = tgr.record(Dict(), torch.randn(1, 2)).graph
-    nodes = me_nodes(json.loads(to_model_explorer(graph)))
-    spaces = [nodes[op]["namespace"] for op in ("op:linear#0", "op:linear#1", "op:linear#2")]
-    assert spaces == ["d.a%2Fb: Linear", "d.a_b: Linear", "d.a%252Fb: Linear"]
+    [document] = json.loads(to_model_explorer(graph))["graphs"]
+    nodes = {node["id"]: node for node in document["nodes"]}
+    ops = sorted(nodes_of(graph, "op"), key=lambda n: graph.nodes[n]["seq"])
+    shown = [me_split(nodes[op]["namespace"]) for op in ops]
+    assert shown == [["d.a/b: Linear"], ["d.a_b: Linear"], ["d.a%2Fb: Linear"],
+                     ["d.x\uff1by: Sequential", "0: ReLU"]]
+    # each layer's side panel is found under the namespace its nodes are in
+    for layer in ("layer:d.a/b#0", "layer:d.x;y.0#0"):
+        [op] = [n for n, a in nodes_of(graph, "op").items() if a["parent"] == layer]
+        assert document["groupNodeAttributes"][nodes[op]["namespace"]]["qualname"] == \
+            graph.nodes[layer]["qualname"]
 
 
 def test_each_attribute_key_is_written_once_times_rounded_from_their_stamps() -> None:

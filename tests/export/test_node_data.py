@@ -6,6 +6,7 @@ import json
 import math
 
 import pytest
+import torch
 
 import torchgraphrec as tgr
 from helpers import fresh, nodes_of
@@ -89,3 +90,40 @@ def test_an_attribute_no_node_has_is_named_with_those_that_exist(recording, tmp_
 def test_options_are_checked(recording, tmp_path, options, match) -> None:
     with pytest.raises(TypeError, match=match):
         recording.render(tmp_path / "x.me-data.json", **options)
+
+
+class Twice(torch.nn.Module):
+    """fc called twice, g once: 40 parameters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.g = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.g(self.fc(self.fc(x)))
+
+
+class Shared(torch.nn.Module):
+    """One Linear owned by an encoder and a decoder both: 60 parameters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        shared = torch.nn.Linear(4, 4)
+        self.enc = torch.nn.Sequential(torch.nn.Linear(4, 4), shared)
+        self.dec = torch.nn.Sequential(torch.nn.Linear(4, 4), shared)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dec(self.enc(x))
+
+
+@pytest.mark.parametrize("model", [Twice, Shared])
+@pytest.mark.parametrize("data", ["params", "num_params", "trainable_params", "param_bytes"])
+def test_a_module_called_again_adds_no_parameters(model, data: str) -> None:
+    # a value of the module, not of the call: Model Explorer's total at the top is the
+    # model's own, each parameter counted once, at its module's first call
+    made = model()
+    graph = tgr.record(made, torch.randn(2, 4)).graph
+    count = sum(p.numel() for p in made.parameters())
+    expected = count * 4 if data == "param_bytes" else count
+    assert sum(results(graph, data).values()) == expected

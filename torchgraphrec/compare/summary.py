@@ -212,11 +212,20 @@ def _changed_notes(diff: "GraphDiff", notes: dict, shared: set) -> None:
         if attrs["kind"] == "op" and "args" not in changes:
             target.secondary = not target.own  # its result's shape followed its inputs'
             continue
-        parts = [items_change(*changes[k]) if k == "args" else
-                 f"{value_text(changes[k][0])} -> {value_text(changes[k][1])}"
+        parts = [_change_text(k, *changes[k])
                  for k in changes if attrs["kind"] == "param" or k == "args"]
         (target.params if attrs["kind"] == "param" else target.ops).append(
             f"{_leaf_name(attrs)} {'; '.join(parts)}")
+
+
+def _change_text(name: str, old: object, new: object) -> str:
+    """One change of an op or a param: an op's arguments item by item, a shape as
+    itself (``16×8 -> 32×8`` says what it is), anything else named (``requires_grad
+    True -> False``, ``dtype float32 -> float16``)."""
+    if name == "args":
+        return items_change(old, new)
+    word = "" if name == "shape" else f"{name} "
+    return f"{word}{value_text(old)} -> {value_text(new)}"
 
 
 def _note_line(name: str, note: _Notes) -> str:

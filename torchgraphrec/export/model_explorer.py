@@ -8,6 +8,7 @@ from typing import Any, Iterable, Optional
 import networkx as nx
 
 from torchgraphrec.export.plan import Plan, graph_id
+from torchgraphrec.export.times import span
 from torchgraphrec.text import dims_text, shape_text
 
 __all__ = ["to_model_explorer", "attribute_text"]
@@ -41,9 +42,10 @@ def attribute_text(value: Any) -> str:
 
 
 def _milliseconds(attrs: dict, start: str, end: str) -> Optional[str]:
-    if start in attrs and end in attrs and attrs[end] >= attrs[start]:
-        return f"{(attrs[end] - attrs[start]) / 1e6:.3f}"  # 0.000 for autograd's instants
-    return None  # a backward may not have been recorded
+    times = span(attrs, start, end)  # None: not recorded (a backward may not have been)
+    if times is None:
+        return None
+    return f"{(times[1] - times[0]) / 1e6:.3f}"  # 0.000 for autograd's instants
 
 
 def _shapes(graph: nx.DiGraph, ids: Iterable[str]) -> str:
@@ -109,12 +111,15 @@ def _incoming(plan: Plan, sources: Iterable[str]) -> tuple[list[dict], list[dict
 
 
 def _node(node_id: str, label: str, namespace: str, wiring: tuple, outputs: list,
-          attrs: list, pinned: bool = False) -> dict:
-    """One GraphNode, every field of Model Explorer's dataclass present."""
+          attrs: list) -> dict:
+    """One GraphNode, every field of Model Explorer's dataclass present. No node is
+    pinned to its layer's top (``config.pinToGroupTop``): Model Explorer keeps one pinned
+    node per layer, leaves pinned nodes and the edges inside the layer out of the layout
+    (a pinned weight would lose its edge to the op that reads it, its bias not), and does
+    not lay out at all one outside any layer. Params are laid out as other nodes are."""
     return {"id": node_id, "label": label, "namespace": namespace, "subgraphIds": [],
             "attrs": attrs, "incomingEdges": wiring[0], "outputsMetadata": outputs,
-            "inputsMetadata": wiring[1], "style": None,
-            "config": {"pinToGroupTop": True} if pinned else None}
+            "inputsMetadata": wiring[1], "style": None, "config": None}
 
 
 def _label(plan: Plan, node: str, attrs: dict) -> str:
@@ -143,8 +148,7 @@ def _nodes(plan: Plan) -> list[dict]:
         if plan.is_node(node):
             found.append(_node(node, _label(plan, node, attrs), plan.namespace(node),
                                _incoming(plan, _sources(graph, node, attrs)),
-                               _outputs(plan, node), _attributes(graph, node),
-                               pinned=attrs["kind"] == "param"))
+                               _outputs(plan, node), _attributes(graph, node)))
     for node, attrs in sorted(graph.nodes(data=True), key=lambda item: item[1]["seq"]):
         if attrs["kind"] == "tensor" and attrs["role"] == "output":
             found.append(_node(f"output:{node}", attrs.get("name", "output"), "",

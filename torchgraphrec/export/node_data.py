@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Optional
 
 import networkx as nx
 
@@ -19,6 +19,10 @@ GRADIENT = ({"stop": 0, "bgColor": "#fff5eb"}, {"stop": 0.5, "bgColor": "#fdae6b
 
 # Attributes that are numbers but say nothing about a node's cost or behaviour.
 _BOOKKEEPING = frozenset({"depth", "seq", "call_index", "version", "collapsed"})
+# What a call holds as its module's, the same at every call of it (its parameters), not
+# what the call did (FLOPs, times): counted at the module's first call, where its param
+# nodes sit too, never again.
+_PER_MODULE = frozenset({"params", "num_params", "trainable_params", "param_bytes"})
 
 
 def _number(value: Any) -> bool:
@@ -53,7 +57,9 @@ def _values(plan: Plan, data: str) -> dict[str, float]:
     inside it) lends its value to the node inside it that produced its output, but only
     where no node inside has a value yet, innermost call first: a value recorded on calls
     only (a probe statistic) shows on the op that made the call's output, and an
-    inclusive one (``num_params``) is not counted twice."""
+    inclusive one (``num_params``) is not counted twice. A module's parameters
+    (``params``, ``num_params``...) count at its first call only: a later call of it
+    lends nothing, and the calls around that one count as holding a value."""
     graph = plan.graph
     read = {n: value_of(a, data) for n, a in graph.nodes(data=True) if plan.is_node(n)}
     values = {n: value for n, value in read.items() if value is not None}
@@ -62,15 +68,24 @@ def _values(plan: Plan, data: str) -> dict[str, float]:
         _mark_calls(graph, node, covered)
     for call in sorted(plan.groups, key=lambda n: -graph.nodes[n]["depth"]):
         value = value_of(graph.nodes[call], data)
-        outputs = [t for t in graph.nodes[call].get("outputs", ()) if t in graph]
-        found = plan.source(outputs[0]) if outputs else None
-        if call in covered or value is None or found is None:
+        if call in covered or value is None:
             continue
-        if found[0] not in values and _inside(graph, found[0], call):
-            values[found[0]] = value
+        if data in _PER_MODULE and graph.nodes[call]["call_index"] > 0:
+            _mark_calls(graph, call, covered)  # counted at the module's first call
+            continue
+        found = _output_source(plan, call)
+        if found is not None and found not in values and _inside(graph, found, call):
+            values[found] = value
             covered.add(call)
             _mark_calls(graph, call, covered)
     return values
+
+
+def _output_source(plan: Plan, call: str) -> Optional[str]:
+    """The drawn node that a call's (first) output comes out of, if any."""
+    outputs = [t for t in plan.graph.nodes[call].get("outputs", ()) if t in plan.graph]
+    found = plan.source(outputs[0]) if outputs else None
+    return None if found is None else found[0]
 
 
 def to_node_data(graph: nx.DiGraph, *, data: str) -> str:

@@ -7,12 +7,24 @@ from typing import Optional
 
 import networkx as nx
 
-__all__ = ["Plan", "graph_id"]
+__all__ = ["Plan", "graph_id", "namespace_part"]
 
 
 def graph_id(graph: nx.DiGraph) -> str:
     """The id of the one Model Explorer graph a recording becomes (node data refers to it)."""
     return str(graph.graph.get("model") or "model")
+
+
+def namespace_part(name: str) -> str:
+    """A call's name written as one part of a Model Explorer namespace, which Model
+    Explorer shows as the name itself. There ``/`` separates the parts unless written
+    ``\\/`` (shown as ``/`` again), and of a namespace holding ``;`` it keeps only the
+    last ``;``-separated part, with no escape: a ``;`` is written as the fullwidth ``；``.
+
+    >>> print(namespace_part("d.enc/dec: Linear"), namespace_part("d.a;b: ReLU"))
+    d.enc\\/dec: Linear d.a；b: ReLU
+    """
+    return name.replace("/", "\\/").replace(";", "\uff1b")
 
 
 def _name_in(parent: Optional[dict], attrs: dict) -> str:
@@ -62,7 +74,8 @@ class Plan:
 
     @staticmethod
     def _paths(layers: dict, names: dict[str, str]) -> dict[Optional[str], str]:
-        """Each call's group path; ``names`` gets each call's own part of it."""
+        """Each call's group path; ``names`` gets each call's name, its own part of the
+        path before :func:`namespace_part` writes it there."""
         children: dict[Optional[str], list[str]] = defaultdict(list)
         for node in sorted(layers, key=lambda n: layers[n]["seq"]):
             children[layers[node]["parent"]].append(node)
@@ -79,10 +92,9 @@ class Plan:
                 clash = clashes[short[node], attrs["call_index"]] > 1
                 name = attrs["qualname"] if clash and outer else short[node]
                 name += f"#{attrs['call_index']}" if attrs["call_index"] else ""
-                # "/" separates Model Explorer's namespaces: escaped one to one, as in URLs
-                names[node] = (f"{name}: {attrs['type']}" if outer else name) \
-                    .replace("%", "%25").replace("/", "%2F")
-                paths.setdefault(node, "/".join(filter(None, (paths[parent], names[node]))))
+                names[node] = f"{name}: {attrs['type']}" if outer else name
+                part = namespace_part(names[node])
+                paths.setdefault(node, "/".join(filter(None, (paths[parent], part))))
         return paths
 
     def _passed_sources(self) -> list[tuple[str, str]]:
