@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import weakref
 from typing import Any
 
 import pytest
@@ -75,6 +76,18 @@ def test_table_numbers_modules_as_named_modules_does() -> None:
     assert table.qualnames == [name for name, _ in model.named_modules()]
     assert table.tensor_ids[id(shared.weight)] == "param:0.0.weight"
     assert table.module_by_qualname("2") == 4 and table.module_by_qualname("nope") is None
+
+
+def test_the_table_holds_what_it_named_while_the_model_replaces_it() -> None:
+    # the table knows tensors by id(): a buffer the model replaced was freed, and a new
+    # tensor at its address was read as that buffer (on torch 2.4, a second forward's input
+    # was wired to the running sum's first value)
+    model = nn.BatchNorm1d(2)
+    table = ModuleTable(model)
+    first = weakref.ref(model.running_mean)
+    model._buffers["running_mean"] = torch.zeros(2)  # no registration hook: replaced
+    gc.collect()
+    assert first() is not None and table.tensor_ids[id(first())] == "param:running_mean"
 
 
 def test_a_wide_walk_past_the_chain_limit_is_measured_not_refused(

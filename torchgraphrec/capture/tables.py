@@ -50,7 +50,9 @@ class ModuleTable:
         #: (FSDP2's unsharded parameters): then :meth:`swapped_in` is worth asking, and the
         #: table keeps which name of which module each parameter had
         self.swaps = any(map(_swaps_parameters, {type(module) for _, module, _ in found}))
-        self._add(found)
+        #: every parameter and buffer named, held: a buffer the model replaces while it
+        #: runs would be freed, and a new tensor at its address taken for it by its id
+        self._named: list[Any] = self._add(found)
 
     def _add(self, found: list[tuple[str, nn.Module, int]]) -> list[Any]:
         """Number each ``(qualname, module, parent)`` of ``found`` (``parent``: the index of
@@ -113,6 +115,7 @@ class ModuleTable:
                 continue
             above = self._by_qualname.get(qualname.rpartition(".")[0], owner)
             found += self._add([(qualname, inner, above)])
+        self._named += found
         return found
 
     def add_tensor(self, module: nn.Module, name: str, tensor: Any, buffer: bool) -> bool:
@@ -129,6 +132,7 @@ class ModuleTable:
             return False
         self.tensor_ids[id(tensor)] = node_id
         self.tensor_owner[node_id] = owner
+        self._named.append(tensor)
         if buffer:
             self.buffers.add(node_id)
         else:
