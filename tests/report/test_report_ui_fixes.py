@@ -234,3 +234,24 @@ def test_a_view_the_engine_cannot_lay_out_leaves_the_controls_as_drawn(
         assert "rankdir=LR" in state(page)["dot"]
         assert page.text_content(f"{ROOT} .tgr-status") == ""
     assert loaded.problems == []
+
+
+def test_an_option_that_changes_nothing_here_says_why(browser, mlp_recording,
+                                                      tmp_path: Path) -> None:
+    # a Sequential's boxes carry their inputs' and outputs' shapes: ticking tensors drew
+    # the same view, with no word of why
+    assert mlp_recording.to_dot(include_tensors=True) == mlp_recording.to_dot()
+    path = mlp_recording.to_html(tmp_path / "report.html")
+    with loaded_report(browser, path) as loaded:
+        page = loaded.page
+        drawn = state(page)["dot"]
+        act(page, page.locator(f'{ROOT} .tgr-opt[data-opt="tensors"]').click)
+        page.wait_for_function(f"document.querySelector('{ROOT} .tgr-status').textContent !== ''")
+        status = page.locator(f"{ROOT} .tgr-status")
+        assert status.text_content() == "tensors: none to add here"
+        assert "on its label" in status.get_attribute("title")
+        assert state(page)["dot"] == drawn
+        act(page, page.locator(f'{ROOT} .tgr-opt[data-opt="leaves"]').click)  # this one draws
+        assert state(page)["dot"] != drawn
+        assert page.text_content(f"{ROOT} .tgr-status") == ""
+    assert loaded.problems == []

@@ -137,7 +137,20 @@ function tgrBackToDrawn(R, ticket) {
   tgrSyncControls(R);
 }
 
-function tgrStatus(R, text) { R.$(".tgr-status").textContent = text; }
+/* Why an option changed nothing in the view drawn (else the reader is left wondering
+   whether the click took): a few words on the status line, the reason in its tooltip. */
+var TGR_SAME = {
+  tensors: ["tensors: none to add here", "a box's inputs and outputs are on its label; tensors are drawn where an open module's own code passes them on (tick inside leaves for every op's)"],
+  fold: ["fold: nothing repeats here", "no run of identical calls is drawn in this view"],
+  leaves: ["inside leaves: none to open here", "no module drawn in this view is a leaf with ops of its own"],
+  other: ["the same drawing here", "this option changes nothing in the view drawn"],
+};
+
+function tgrStatus(R, text, why) {
+  const status = R.$(".tgr-status");
+  status.textContent = text;
+  status.title = why || "";
+}
 
 /* Ask before laying out a very big view (it may take seconds). One question at a time:
    `R.asking` answers it (a newer re-layout answers "no"), so that no re-layout waits on
@@ -311,7 +324,10 @@ function tgrControls(R) {
   const layoutOps = R.$(".tgr-layout-ops");
   R.root.querySelectorAll(".tgr-opt").forEach((box) => box.addEventListener("change", (event) => {
     R.state[box.dataset.opt] = box.dataset.opt === "ops" && box.checked && layoutOps.checked ? "all" : box.checked;
-    tgrUpdate(R, null, event.timeStamp);
+    const before = R.drawn.dot;
+    tgrUpdate(R, null, event.timeStamp).then((done) => {
+      if (done && R.drawn.dot === before) tgrStatus(R, ...(TGR_SAME[box.dataset.opt] || TGR_SAME.other));
+    });
   }));
   // ops: true draws a chain of layout ops as one edge labelled reshape, "all" every op
   layoutOps.addEventListener("change", (event) => {
