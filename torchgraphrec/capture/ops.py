@@ -55,6 +55,11 @@ def _scan(values: Any, inputs: list, plain: list) -> None:
 def _scan_sequence(value: Any, inputs: list) -> Any:
     """A list or tuple with its tensors (at any depth) collected into ``inputs`` and
     replaced by :data:`TENSOR` (a tuple), or ``value`` itself where it holds none."""
+    for item in value:
+        if isinstance(item, _Tensor) or type(item) in _SEQUENCES:
+            break
+    else:  # the usual: sizes, dims, slices
+        return value
     found = len(inputs)
     plain = tuple(TENSOR if isinstance(item, _Tensor) and not inputs.append(item)
                   else _scan_sequence(item, inputs) if type(item) in _SEQUENCES else item
