@@ -426,14 +426,15 @@ def test_every_must_be_a_positive_int(every: object) -> None:
         tgr.Recorder(_mlp(False), every=every)
 
 
-def test_steps_after_the_block_attach_nothing_again() -> None:
+def test_steps_after_the_block_are_refused_and_attach_nothing_again() -> None:
     model = _mlp(False)
     before = hook_state(model)
     with tgr.Recorder(model, probes=[tgr.probe("output")], every=2) as rec:
         model(torch.randn(2, 4))
     recorded = rec.frame()
     for _ in range(3):
-        rec.step()
+        with pytest.raises(RuntimeError, match=r"step\(\) after the Recorder's with-block"):
+            rec.step()
         assert hook_state(model) == before
     model(torch.randn(2, 4))
     assert set(recorded.step) == {0}
@@ -499,8 +500,9 @@ def test_memory_limit_keeps_reduced_probes_updating() -> None:
             for _ in range(10):
                 total += float(model(torch.randn(2, 4)).detach().double().norm())
                 rec.step()
-    assert len(rec["0", "output"]) < 10  # whole tensors stopped...
-    assert float(rec["2", "output"]) == pytest.approx(total, rel=1e-6)  # ...reductions did not
+    kept = [entry is not None for entry in rec["0", "output"]]  # None past the limit...
+    assert len(kept) == 10 and 0 < sum(kept) < 10 and kept == sorted(kept, reverse=True)
+    assert float(rec["2", "output"]) == pytest.approx(total, rel=1e-6)  # ...reductions go on
     assert rec["1", "output"]["count"] == 10
     assert torch.equal(rec["2", "input"]["args[0]"], seen[-1])
     assert rec.store.bytes <= 200

@@ -37,3 +37,55 @@ def test_a_histogram_leaves_out_what_is_not_finite() -> None:
     values = torch.tensor([0.0, 1.0, 2.0, float("inf"), float("-inf"), float("nan")])
     assert stats.hist(values, bins=2).tolist() == [1.0, 2.0]
     assert stats.hist(torch.tensor([float("inf")]), bins=3).tolist() == [0.0, 0.0, 0.0]
+
+
+def _pair(dtype: torch.dtype, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two correlated tensors of ``dtype`` and magnitude ``scale``."""
+    generator = torch.Generator().manual_seed(0)
+    first = torch.randn(64, 1024, generator=generator)
+    second = first + 0.5 * torch.randn(64, 1024, generator=generator)
+    return (first * scale).to(dtype), (second * scale).to(dtype)
+
+
+@pytest.mark.parametrize("dtype, scale", [(torch.float16, 350.0), (torch.bfloat16, 1e20),
+                                          (torch.float32, 1e20), (torch.float32, 1e-20)])
+def test_cosine_is_computed_without_overflow_or_underflow(dtype: torch.dtype,
+                                                          scale: float) -> None:
+    first, second = _pair(dtype, scale)
+    a, b = first.double().flatten(), second.double().flatten()
+    exact = a @ b / (a.norm() * b.norm())  # float64 squares neither overflow nor underflow
+    cosine, memory = stats.Cosine(), {}
+    assert math.isnan(float(cosine(0, first, memory)))  # the first time
+    assert float(cosine(0, second, memory)) == pytest.approx(float(exact), rel=1e-5)
+    assert float(cosine(0, second, memory)) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_cosine_of_an_empty_tensor_is_nan_and_not_remembered() -> None:
+    cosine, memory, values = stats.Cosine(), {}, torch.tensor([1.0, 2.0])
+    cosine(0, values, memory)
+    assert math.isnan(float(cosine(0, torch.empty(0), memory)))
+    assert math.isnan(float(cosine(0, torch.empty(0), memory)))
+    assert float(cosine(0, -values, memory)) == pytest.approx(-1.0)  # with the one before
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", ["mean", "std", "min", "max", "absmax", "rms", "l2"])
+def test_statistics_of_half_tensors_are_float32_and_match_float64(dtype: torch.dtype,
+                                                                  name: str) -> None:
+    values = (torch.randn(10000, generator=torch.Generator().manual_seed(0)) * 1e3).to(dtype)
+    exact = values.double()
+    truth = {"mean": exact.mean(), "std": exact.std(), "min": exact.min(), "max": exact.max(),
+             "absmax": exact.abs().max(), "rms": exact.pow(2).mean().sqrt(),
+             "l2": exact.norm()}[name]
+    value = stats.STATS[name](values)
+    assert value.dtype == torch.float32
+    assert float(value) == pytest.approx(float(truth), rel=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_norms_past_the_square_of_float32s_range_are_finite(dtype: torch.dtype) -> None:
+    values = torch.tensor([1e20, -1e20, 1e20]).to(dtype)
+    exact = values.double().norm()
+    assert float(stats.l2(values)) == pytest.approx(float(exact), rel=1e-6)
+    assert float(stats.rms(values)) == pytest.approx(float(exact) / math.sqrt(3), rel=1e-6)
+    assert float(stats.l2(torch.tensor([1e20, math.inf]))) == math.inf  # a real inf stays

@@ -5,20 +5,22 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from types import FrameType
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from torchgraphrec._torch import DisableTorchFunction, call_raised, current_frame, \
-    disable_dispatch_modes, dispatch_mode_depth, graph_task_id, queue_backward_callback
+from torchgraphrec._torch import current_frame, graph_task_id, queue_backward_callback
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.structures import tensors_with_paths
 from torchgraphrec.capture.tables import ModuleTable
+from torchgraphrec.errors import warn
+from torchgraphrec.probes.calls import REENTRANT, Open, Positions, close, forward_raised
 from torchgraphrec.probes.probe import Context, Probe
+from torchgraphrec.probes.stats import Cosine
 from torchgraphrec.probes.store import Observation, Store
+from torchgraphrec.probes.unseen import Unseen
 
 __all__ = ["ProbeEngine"]
 
@@ -26,54 +28,19 @@ __all__ = ["ProbeEngine"]
 _graph_task_id: Callable[[], int] = graph_task_id
 
 
-def _forward_raised(rest: tuple, hook_frame: FrameType) -> bool:
-    """Whether a forward hook given ``rest`` (after the module and its args) in
-    ``hook_frame`` runs for a call whose forward raised. Some torch releases give such a
-    hook no keyword arguments; others (2.13) give them and ``None`` for the output, which a
-    forward may also return: then no exception is passing through ``Module._call_impl``'s
-    frame (see :func:`~torchgraphrec._torch.call_raised`)."""
-    return len(rest) == 1 or (rest[1] is None and call_raised(hook_frame))
-
-
-class _Unseen:
-    """A context in which no mode of the user's sees the probes' own torch calls (their
-    statistics, copies and hooks): torch functions disabled, and the dispatch modes stepped
-    aside where there are any (a user's ``FlopCounterMode`` would count a probe's norms).
-    One per engine, entered again inside itself where a statistic runs in a hook."""
-
-    __slots__ = ("_functions", "_dispatch")
-
-    def __init__(self) -> None:
-        self._functions = DisableTorchFunction()
-        self._dispatch: list[Any] = []
-
-    def __enter__(self) -> None:
-        self._functions.__enter__()
-        aside = disable_dispatch_modes() if dispatch_mode_depth() else None
-        if aside is not None:
-            aside.__enter__()
-        self._dispatch.append(aside)
-
-    def __exit__(self, *exc: Any) -> None:
-        aside = self._dispatch.pop()
-        if aside is not None:
-            aside.__exit__(*exc)
-        self._functions.__exit__(*exc)
-
-
 class ProbeEngine:
     """Applies probes to the calls of the modules they select.
 
     Its own per-module hooks see a call's keyword arguments before it runs. Statistics are
-    computed with torch functions disabled and dispatch modes set aside (:class:`_Unseen`),
-    so that no mode (the recorder's op mode, a user's) takes them for the model's ops; an
-    ``edit`` of an output runs as model code. Call indices count a module's calls within
-    one step (``Recorder.step()`` resets them), so records are keyed by
-    ``(module, call_index)``, never by position. Every hook it adds is removed by
-    :meth:`detach`; a failure inside a statistic is kept and re-raised by the recorder,
-    never thrown into the user's forward or backward. With ``every``, it records in the
-    steps whose number is a multiple of it, and in the others has no hook attached at all
-    (a training run pays nothing for them).
+    computed in an :class:`~torchgraphrec.probes.unseen.Unseen` context, so that no mode
+    (the recorder's op mode, a user's) takes them for the model's ops; an ``edit`` of an
+    output runs as model code. Call indices count a module's calls within one step
+    (``Recorder.step()`` resets them), so records are keyed by ``(module, call_index)``,
+    never by position. Every hook it adds is removed by :meth:`detach`; a failure inside a
+    statistic is kept and re-raised by the recorder, never thrown into the user's forward
+    or backward. With ``every``, it records in the steps whose number is a multiple of it,
+    and in the others has no hook attached at all (a training run pays nothing for them).
+    ``step()`` after :meth:`detach` is refused.
     """
 
     def __init__(self, table: ModuleTable, probes: Sequence[Probe], store: Store,
@@ -100,20 +67,29 @@ class ProbeEngine:
         #: where a ``when`` predicate is asked (about a Context made for it) at each call
         self._asks_when = {key: any(p.when is not None for p in chosen_probes)
                            for key, chosen_probes in self._by_site.items()}
+        #: the module names where a probe keeps every call's values: a gradient site's
+        #: calls keep their place in ``rec[...]`` whether or not a gradient comes
+        self._lists = {key: table.qualnames[key[0]] if any(p.reduce == "all" for p in
+                                                           chosen_probes) else None
+                       for key, chosen_probes in self._by_site.items()}
         self.step = self.epoch = 0
         self.failure: Optional[BaseException] = None
         self._counts: dict[int, int] = {}
-        self._open: list[int] = []
+        self._open: list[Open] = []
+        remembers = any(isinstance(k, Cosine) for p in probes for k in p.keepers)
+        self._positions = Positions() if remembers else None  # only cosine reads them
+        self._gradless: set[int] = set()  # modules whose gradients a forward had none to hook
+        self._warned_reentrant = False
         self._handles: list[Any] = []
         self._tensor_handles: list[Any] = []  # this step's gradient hooks
         self._previous: dict[tuple[str, str], torch.Tensor] = {}
         self._lazy: set[int] = set()  # modules whose parameters are hooked once materialized
         self._thread = -1
-        self._quiet = _Unseen()
+        self._quiet = Unseen()
         #: under DDP, param_grad is read once the backward is over (DDP averages the
         #: gradients in callbacks at its end): what is waiting for that
         self._averaged = isinstance(table.model, nn.parallel.DistributedDataParallel)
-        self._pending: list[tuple[Probe, Any, torch.Tensor]] = []
+        self._pending: list[tuple[Probe, Any, torch.Tensor, Optional[int]]] = []
 
     def attach(self) -> None:
         """Hook the selected modules (on the calling thread) and their parameters."""
@@ -123,6 +99,12 @@ class ProbeEngine:
 
     def _hook(self) -> None:
         self._hooked = True
+        if self._positions is not None:  # before the model's own probe hooks run
+            self._positions.depth = 0
+            model = self.table.model
+            self._handles.append(model.register_forward_pre_hook(self._forward_begins))
+            self._handles.append(model.register_forward_hook(self._forward_ends,
+                                                             always_call=True))
         for module_index in self.by_module:
             module = self.table.modules[module_index]
             self._handles.append(module.register_forward_pre_hook(
@@ -136,6 +118,18 @@ class ProbeEngine:
     def _active(self) -> bool:
         return self._thread == threading.get_ident() and _graph_task_id() < 0
 
+    def _forward_begins(self, module: nn.Module, args: tuple) -> None:
+        positions = self._positions
+        if self._active() and positions is not None:
+            positions.depth += 1
+            if positions.depth == 1:
+                positions.begin(self._counts)
+
+    def _forward_ends(self, module: nn.Module, args: tuple, output: Any) -> None:
+        positions = self._positions
+        if self._active() and positions is not None:
+            positions.depth = max(0, positions.depth - 1)  # 0 where a pre-hook raised first
+
     def _pre_hook(self, module_index: int, module: nn.Module, args: tuple,
                   kwargs: dict) -> None:
         if self._active():
@@ -146,16 +140,34 @@ class ProbeEngine:
 
     def _post_hook(self, module_index: int, module: nn.Module, args: tuple, *rest: Any) -> Any:
         if not self._active():
+            if self._gradless:
+                self._check_recomputed(module_index, rest)
             return None
         # this frame is the one Module._call_impl called (functools.partial adds none)
-        if _forward_raised(rest, current_frame()):
-            self.on_raise(module_index)
+        raised = forward_raised(rest, current_frame())
+        calls = self._open
+        if not raised and calls and calls[-1][0] == module_index:  # its own entry: as ever
+            call_index = calls.pop()[1]
+        else:
+            call_index = close(calls, module_index, rest[0] if len(rest) > 1 else None, raised)
+        if raised or call_index is None:  # no output; or a call its pre-hook never saw
             return None
         entered = time.perf_counter_ns()
         with self._quiet:
-            self._keeping_failures(self.on_leave, module_index, rest[1])
+            self._keeping_failures(self.on_leave, module_index, call_index, rest[1])
         self._spent_since(entered)
-        return self._edit(module_index, rest[1])  # model code: its time is the model's
+        return self._edit(module_index, call_index, rest[1])  # model code: the model's time
+
+    def _check_recomputed(self, module_index: int, rest: tuple) -> None:
+        """Warn, once, of a module call in a backward (a checkpoint's recomputation)
+        whose outputs need gradients that its forward had none of: a reentrant
+        checkpoint's, whose gradients no probe hook sees."""
+        if (self._warned_reentrant or module_index not in self._gradless or len(rest) < 2
+                or self._thread != threading.get_ident()):
+            return
+        if any(t.requires_grad for _, t in tensors_with_paths(rest[1])):
+            self._warned_reentrant = True
+            warn(REENTRANT)
 
     def _keeping_failures(self, record: Callable[..., None], *args: Any) -> None:
         """Run ``record(*args)``, keeping its failure for the recorder to raise when the
@@ -187,8 +199,11 @@ class ProbeEngine:
     def on_enter(self, module_index: int, args: tuple, kwargs: dict) -> None:
         """Record a call's inputs, positional and keyword, as the call receives them."""
         call_index = self._counts.get(module_index, 0)
+        positions = self._positions
+        if positions is not None and not positions.depth and not self._open:
+            positions.begin(self._counts)  # a module called on its own: a forward
         self._counts[module_index] = call_index + 1
-        self._open.append(call_index)
+        self._open.append((module_index, call_index, kwargs))
         by_site = self._by_site
         if (module_index, "input") not in by_site and (module_index, "grad_input") not in by_site:
             return
@@ -196,9 +211,8 @@ class ProbeEngine:
         self._record(module_index, call_index, "input", inputs)
         self._hook_grads(module_index, call_index, "grad_input", inputs)
 
-    def on_leave(self, module_index: int, output: Any) -> None:
+    def on_leave(self, module_index: int, call_index: int, output: Any) -> None:
         """Record the call's output and parameters."""
-        call_index = self._open[-1]
         by_site = self._by_site
         if (module_index, "output") in by_site or (module_index, "grad_output") in by_site:
             outputs = tensors_with_paths(output)
@@ -212,10 +226,9 @@ class ProbeEngine:
                    if not is_lazy(param)]
             self._record(module_index, call_index, "param", own)
 
-    def _edit(self, module_index: int, output: Any) -> Any:
+    def _edit(self, module_index: int, call_index: int, output: Any) -> Any:
         """Apply the output probes' edits (as model code: the recorder sees their ops);
         ``None`` keeps the output."""
-        call_index = self._open.pop()
         if (module_index, "output") not in self._by_site:
             return None
         try:  # a failing ``when`` is the recorder's failure; a failing edit the model's
@@ -229,34 +242,44 @@ class ProbeEngine:
                 edited = probe.edit(output if edited is None else edited)
         return edited
 
-    def on_raise(self, module_index: int) -> None:
-        """Close a call whose forward raised; it has no output to record."""
-        self._open.pop()
+    def _at(self, module_index: int, call_index: int) -> Optional[int]:
+        """The call's position within its forward, where a ``cosine`` needs it."""
+        positions = self._positions
+        return None if positions is None else positions.of(module_index, call_index)
 
     def _record(self, module_index: int, call_index: int, site: str,
                 tensors: list[tuple[str, torch.Tensor]]) -> None:
         if not tensors:
             return
+        at = self._at(module_index, call_index)
         for probe in self._probes(module_index, call_index, site):
             for path, tensor in tensors:
-                self.store.add(probe, self._seen(module_index, call_index, site, path), tensor)
+                self.store.add(probe, self._seen(module_index, call_index, site, path), tensor,
+                               at)
 
     def _hook_grads(self, module_index: int, call_index: int, site: str,
                     tensors: list[tuple[str, torch.Tensor]]) -> None:
         probes = self._probes(module_index, call_index, site)
         if not probes:
             return
+        listed = self._lists[(module_index, site)]
+        if listed is not None:
+            self.store.reserve(listed, site, (self.epoch, self.step, call_index))
+        at, hooked = self._at(module_index, call_index), False
         for path, tensor in tensors:
             if tensor.requires_grad:
-                seen = self._seen(module_index, call_index, site, path)
-                self._tensor_handles.append(tensor.register_hook(self._grad_hook(probes, seen)))
+                hook = self._grad_hook(probes, self._seen(module_index, call_index, site, path), at)
+                self._tensor_handles.append(tensor.register_hook(hook))
+                hooked = True
+        if not hooked and tensors and not torch.is_grad_enabled():
+            self._gradless.add(module_index)  # no_grad, or a reentrant checkpoint's forward
 
-    def _grad_hook(self, probes: list[Probe], seen: Observation) -> Any:
+    def _grad_hook(self, probes: list[Probe], seen: Observation, at: Optional[int]) -> Any:
         def hook(grad: torch.Tensor) -> None:
             try:
                 with self._quiet:
                     for probe in probes:
-                        self.store.add(probe, seen, grad)
+                        self.store.add(probe, seen, grad, at)
             except Exception as exc:  # kept for the recorder; the backward goes on
                 self.failure = self.failure or exc
         return hook
@@ -293,27 +316,28 @@ class ProbeEngine:
 
     def _param_grad(self, module_index: int, name: str, param: torch.Tensor) -> None:
         call_index = self._counts.get(module_index, 1) - 1
+        at = self._at(module_index, call_index)
         for probe in self._probes(module_index, call_index, "param_grad"):
             seen = self._seen(module_index, call_index, "param_grad", name)
             if self._averaged:
-                self._defer(probe, seen, param)
+                self._defer(probe, seen, param, at)
             else:
-                self.store.add(probe, seen, param.grad)
+                self.store.add(probe, seen, param.grad, at)
 
-    def _defer(self, probe: Probe, seen: Any, param: torch.Tensor) -> None:
+    def _defer(self, probe: Probe, seen: Any, param: torch.Tensor, at: Optional[int]) -> None:
         """Read ``param.grad`` for ``probe`` when the backward is over: after DDP's own
         callback, which writes the averaged gradients and is queued once the last bucket is
         ready (so after this one: it is read from a callback that this one queues)."""
         if not self._pending:
             queue_backward_callback(lambda: queue_backward_callback(self._read_pending))
-        self._pending.append((probe, seen, param))
+        self._pending.append((probe, seen, param, at))
 
     def _read_pending(self) -> None:
         pending, self._pending = self._pending, []
         try:
             with self._quiet:
-                for probe, seen, param in pending:
-                    self.store.add(probe, seen, param.grad)
+                for probe, seen, param, at in pending:
+                    self.store.add(probe, seen, param.grad, at)
         except Exception as exc:
             self.failure = self.failure or exc
 
@@ -324,14 +348,18 @@ class ProbeEngine:
     def next_step(self) -> None:
         """Record parameter updates since the last step, then start a new step: hooked
         where it records, with nothing attached where it does not (see ``every``)."""
+        if not self.running:  # the parameters' snapshots are of the block's last step
+            raise RuntimeError("step() after the Recorder's with-block: it has stopped "
+                               "recording (a Recorder records one with-block); call step() "
+                               "inside the block")
         if self.step % self.every == 0:
             with self._quiet:
                 self._record_updates()
         self.step += 1
         self._counts.clear()
+        if self._positions is not None:
+            self._positions.begin(self._counts)
         self._release_tensor_hooks()  # their backward is done; keep memory flat over a run
-        if not self.running:
-            return
         if self.step % self.every == 0:
             if not self._hooked:  # the snapshots for param_update are taken as it hooks
                 self._hook()

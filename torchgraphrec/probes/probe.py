@@ -60,10 +60,14 @@ def probe(site: str, *, where: Optional[Selector] = None,
         where: a :mod:`~torchgraphrec.select` selector (``None``: every module).
         keep: a statistic's name (``"full"`` keeps a detached CPU copy), a callable, or a
             list of them (see :mod:`~torchgraphrec.probes.stats`).
-        reduce: ``"all"`` (one entry per call, and a row per scalar in ``frame()``),
-            ``"last"``, ``"sum"``, ``"running"`` (mean, var, min and max), or a function of
-            two arguments folding the entries; reduced probes keep constant memory and are
-            read with ``rec[qualname, site]``.
+        reduce: ``"all"`` (one entry per call, ``None`` for a call nothing was kept of,
+            and a row per scalar in ``frame()``), ``"last"``, ``"sum"``, ``"running"``
+            (mean, var, min and max; ``count`` values folded, ``undefined`` and
+            ``other_shape`` left out), or a function of two arguments folding the entries;
+            reduced probes keep constant memory and are read with ``rec[qualname, site]``.
+            A value the statistic leaves undefined (the first ``cosine``) is left out of a
+            reduction, a NaN of the data is not; ``"sum"`` and ``"running"`` fold tensors
+            elementwise and leave out, with a warning, a value of another shape.
         when: a predicate over a :class:`Context`; the probe records only where it is true.
         edit: only for ``output``: a function returning a replacement for the output
             (scio's ``activation_postproc``), applied after the output is recorded.

@@ -1,33 +1,45 @@
 """Statistics a probe keeps of each tensor it sees: named ones, ``full`` copies, or callables.
 
 Each statistic maps a tensor to a tensor (a 0-d one for scalars) and never changes its input.
-Integer and bool tensors are read as floats; norms of half-precision tensors are computed in
-float32 (their squares overflow float16). A statistic of an empty tensor is ``nan`` where it
-has no value (``mean``, ``std``, ``min``, ``max``, ``absmax``, ``rms``).
+Integer and bool tensors are read as floats. Scalars are computed and answered in float32 or
+better (a float16 or bfloat16 tensor's sums and squares overflow or round in its own type);
+a norm whose squares overflow float32 is computed again scaled by the largest magnitude, on
+the CPU (elsewhere that check would wait for the device). A statistic is *undefined* where it
+has no value: of an empty tensor (``mean``, ``std``, ``min``, ``max``, ``absmax``, ``rms``,
+``nonzero``, ``dead``), ``std`` of one element; its value then reads ``nan``, and reductions
+over calls leave it out (see :class:`Keeper`).
 
 >>> x = torch.tensor([[3.0, -4.0], [0.0, 0.0]])
 >>> float(rms(x)), float(l2(x)), float(absmax(x)), float(nonzero(x)), float(dead(x))
 (2.5, 5.0, 4.0, 0.5, 0.75)
 >>> float(max(torch.empty(0))), float(rms(torch.full((4,), 300.0, dtype=torch.float16)))
 (nan, 300.0)
+>>> mean(torch.ones(3, dtype=torch.bfloat16)).dtype, float(l2(torch.full((3,), 1e20))) / 1e20
+(torch.float32, 1.7320508...)
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable, Hashable, Sequence, Union
+import numbers
+from typing import Any, Callable, Hashable, Optional, Sequence, Union
 
 import torch
 
-__all__ = ["STATS", "Stat", "Keeper", "Cosine", "keepers", "full", "full_on", "mean", "std", "min", "max",
-           "absmax", "l2", "rms", "nonzero", "dead", "hist"]
+__all__ = ["STATS", "Stat", "Keeper", "Cosine", "Custom", "keepers", "full", "full_on", "mean",
+           "std", "min", "max", "absmax", "l2", "rms", "nonzero", "dead", "hist"]
 
-Stat = Callable[[torch.Tensor], torch.Tensor]
+Stat = Callable[[torch.Tensor], Any]
 
 
 def _float(tensor: torch.Tensor) -> torch.Tensor:
     tensor = tensor.detach()
     return tensor if tensor.is_floating_point() or tensor.is_complex() else tensor.float()
+
+
+def _wide(dtype: torch.dtype) -> torch.dtype:
+    """The type a statistic of ``dtype`` values is computed in: float32 or better."""
+    return torch.promote_types(dtype, torch.float32)
 
 
 def full(tensor: torch.Tensor) -> torch.Tensor:
@@ -44,19 +56,23 @@ def full_on(device: Union[str, torch.device]) -> Stat:
 
 
 def mean(tensor: torch.Tensor) -> torch.Tensor:
-    return _float(tensor).mean()
+    values = _float(tensor)
+    return values.mean(dtype=_wide(values.dtype))
 
 
 def std(tensor: torch.Tensor) -> torch.Tensor:
     values = _float(tensor)
+    values = values.to(_wide(values.dtype))  # no copy of a float32 tensor
     return values.std() if values.numel() > 1 else values.new_tensor(float("nan"))
 
 
 def _nan_if_empty(reduction: Callable[[torch.Tensor], torch.Tensor],
                   values: torch.Tensor) -> torch.Tensor:
-    """``reduction(values)``, or ``nan`` for an empty tensor (torch's ``min`` and ``max``
-    refuse one: an empty batch must not fail the user's forward)."""
-    return reduction(values) if values.numel() else values.new_tensor(float("nan"))
+    """``reduction(values)`` in float32 or better (an extreme is exact in any type; the
+    answer's type is that of every statistic), or ``nan`` for an empty tensor (torch's
+    ``min`` and ``max`` refuse one: an empty batch must not fail the user's forward)."""
+    found = reduction(values) if values.numel() else values.new_tensor(float("nan"))
+    return found.to(_wide(found.dtype))
 
 
 def _ordered(tensor: torch.Tensor) -> torch.Tensor:
@@ -81,12 +97,27 @@ def absmax(tensor: torch.Tensor) -> torch.Tensor:
     return _nan_if_empty(torch.max, _float(tensor).abs())
 
 
-def _norm(tensor: torch.Tensor) -> torch.Tensor:
-    # float16's largest value is 65504: the sum of squares of a few hundred activations of
-    # a few hundred overflows it, so half types are summed (and answered) in float32
+def _norm(tensor: torch.Tensor, divisor: float = 1.0) -> torch.Tensor:
+    """The 2-norm over ``divisor``. float16's largest value is 65504: the squares of a few
+    hundred activations of a few hundred overflow it, so half types are summed in float32;
+    float32's squares overflow past about 1.8e19, where the CPU's norm is computed again,
+    scaled (a plain tensor's: a FakeTensor's value cannot be read)."""
     values = _float(tensor)
-    return torch.linalg.vector_norm(values, dtype=torch.promote_types(values.dtype,
-                                                                      torch.float32))
+    norm = torch.linalg.vector_norm(values, dtype=_wide(values.dtype))
+    if type(norm) is torch.Tensor and norm.is_cpu and math.isinf(norm.item()):
+        return _scaled_norm(values, divisor)
+    return norm / divisor
+
+
+def _scaled_norm(values: torch.Tensor, divisor: float) -> torch.Tensor:
+    """The 2-norm over ``divisor`` as ``m * norm(values / m)``, ``m`` the largest magnitude:
+    no square exceeds 1 (``inf`` stays where a value is infinite)."""
+    magnitudes = values.abs()
+    largest = magnitudes.amax().to(_wide(magnitudes.dtype))
+    if not math.isfinite(largest.item()):
+        return largest / divisor
+    return largest * (torch.linalg.vector_norm(values.to(_wide(values.dtype)) / largest)
+                      / divisor)
 
 
 def l2(tensor: torch.Tensor) -> torch.Tensor:
@@ -96,7 +127,7 @@ def l2(tensor: torch.Tensor) -> torch.Tensor:
 def rms(tensor: torch.Tensor) -> torch.Tensor:
     # one fused reduction: pow(2).mean() makes a squared copy of every activation first
     count = tensor.numel()
-    return _norm(tensor) / (math.sqrt(count) if count else math.nan)
+    return _norm(tensor, math.sqrt(count) if count else math.nan)
 
 
 def nonzero(tensor: torch.Tensor) -> torch.Tensor:
@@ -127,36 +158,130 @@ STATS: dict[str, Stat] = {
     "l2": l2, "rms": rms, "nonzero": nonzero, "dead": dead, "hist": hist,
 }
 
+#: The fewest elements each named statistic has a value for (the others have one for any).
+_LEAST = {"mean": 1, "std": 2, "min": 1, "max": 1, "absmax": 1, "rms": 1, "nonzero": 1,
+          "dead": 1}
+
 
 class Keeper:
     """One statistic as a probe applies it: ``keeper(key, tensor, memory)``. ``key`` names
-    the record (probe number, module, call index, site, path, statistic) and ``memory`` is
-    a dict the store keeps for statistics that remember; a keeper holds no state of its
-    own, so one probe can serve several recorders."""
+    the record (probe number, module, call position, site, path, statistic) and ``memory``
+    is a dict the store keeps for statistics that remember; a keeper holds no state of its
+    own, so one probe can serve several recorders.
 
-    def __init__(self, name: str, function: Stat) -> None:
-        self.name, self.function = name, function
+    Where the statistic is undefined for ``tensor`` (too few elements), ``keeper(...)``
+    answers ``nan`` and :meth:`apply`, which the store calls, ``None``: a reduction over
+    calls leaves that call out, where a ``nan`` of the data (a NaN the model made) is folded
+    in, and shows.
+
+    >>> keeper = Keeper("std", std, least=2)
+    >>> keeper.apply(0, torch.ones(1), {}) is None, float(keeper(0, torch.ones(1), {}))
+    (True, nan)
+    >>> float(keeper(0, torch.tensor([1.0, 3.0]), {}))
+    1.4142135381698608
+    """
+
+    def __init__(self, name: str, function: Stat, least: int = 0) -> None:
+        self.name, self.function, self.least = name, function, least
 
     def __call__(self, key: Hashable, tensor: torch.Tensor,
                  memory: dict[Hashable, torch.Tensor]) -> torch.Tensor:
+        found = self.apply(key, tensor, memory)
+        return torch.tensor(math.nan) if found is None else found
+
+    def apply(self, key: Hashable, tensor: torch.Tensor,
+              memory: dict[Hashable, torch.Tensor]) -> Optional[torch.Tensor]:
+        """The statistic's value, or ``None`` where it is undefined for ``tensor``."""
+        if self.least and tensor.numel() < self.least:
+            return None
         return self.function(tensor)
 
 
+class Custom(Keeper):
+    """A callable's statistic (tensor_tracker's ``stash_value``). A Python number is kept
+    as a 0-d tensor (float64 for a float); a tensor that holds on to more memory than its
+    own elements (a view of the activation, which a later in-place op would rewrite and
+    which keeps the whole activation alive) is kept as a copy; anything else is refused.
+
+    >>> Custom("top", lambda t: t.max().item())(0, torch.tensor([1.5, 2.5]), {})
+    tensor(2.5000, dtype=torch.float64)
+    >>> x = torch.arange(1.0, 5.0)
+    >>> kept = Custom("first", lambda t: t[:1])(0, x, {})
+    >>> _ = x.zero_(); kept  # an in-place op on the activation, after it was kept
+    tensor([1.])
+    >>> kept = Custom("first", lambda t: t[1:2])(0, torch.arange(4.0), {})
+    >>> kept.untyped_storage().nbytes()
+    4
+    """
+
+    def apply(self, key: Hashable, tensor: torch.Tensor,
+              memory: dict[Hashable, torch.Tensor]) -> Optional[torch.Tensor]:
+        found = self.function(tensor)
+        if isinstance(found, torch.Tensor):
+            return found.clone() if _holds_more(found, tensor) else found
+        if isinstance(found, numbers.Number):
+            return torch.tensor(found, dtype=torch.float64 if isinstance(found, float) else None)
+        # the store's key: (probe number, module, call position, site, path, statistic)
+        where = f" at {key[1:4:2]!r}" if isinstance(key, tuple) and len(key) == 6 else ""
+        raise TypeError(f"keep={self.name!r} returned {type(found).__name__} {found!r:.60}"
+                        f"{where}; a statistic returns a tensor or a Python number")
+
+
+def _holds_more(found: torch.Tensor, tensor: torch.Tensor) -> bool:
+    """Whether ``found`` shares ``tensor``'s memory or holds a larger storage than its own
+    elements (what ``memory_limit`` counts of it)."""
+    try:
+        storage = found.untyped_storage()
+        return (storage.nbytes() > found.numel() * found.element_size()
+                or storage.data_ptr() == tensor.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):  # a subclass without storage of its own
+        return False
+
+
 class Cosine(Keeper):
-    """The cosine between a value and the one the same record had before (monitorch's
-    correlation of consecutive gradients); ``nan`` the first time or when shapes differ."""
+    """The cosine between a value and the one the same record had in the previous forward
+    (monitorch's correlation of consecutive gradients); undefined (``nan``) the first time,
+    when shapes differ, and for an empty tensor (which is not remembered: the next value is
+    compared with the one before it). It is computed in float32 or better with each vector
+    scaled by its largest magnitude (no square overflows), and is 0 where one vector is
+    zero, as in ``torch.nn.functional.cosine_similarity``.
+
+    >>> cosine, memory, x = Cosine(), {}, torch.full((3,), 1e4, dtype=torch.float16)
+    >>> float(cosine(0, x, memory)), float(cosine(0, x, memory))
+    (nan, 1.0)
+    >>> cosine.apply(0, torch.empty(0), memory) is None, float(cosine(0, -x, memory))
+    (True, -1.0)
+    """
 
     def __init__(self) -> None:
         super().__init__("cosine", _float)
 
-    def __call__(self, key: Hashable, tensor: torch.Tensor,
-                 memory: dict[Hashable, torch.Tensor]) -> torch.Tensor:
+    def apply(self, key: Hashable, tensor: torch.Tensor,
+              memory: dict[Hashable, torch.Tensor]) -> Optional[torch.Tensor]:
+        if not tensor.numel():
+            return None
         current = _float(tensor).flatten().clone()
         before = memory.get(key)
         memory[key] = current
         if before is None or before.shape != current.shape:
-            return current.new_tensor(float("nan"))
-        return torch.nn.functional.cosine_similarity(before, current, dim=0)
+            return None
+        return _cosine(before, current)
+
+
+def _cosine(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """The cosine of two flat tensors of one shape, each scaled first (see :func:`_unit`)."""
+    wide = _wide(torch.promote_types(first.dtype, second.dtype))
+    first, second = _unit(first, wide), _unit(second, wide)
+    norms = torch.linalg.vector_norm(first) * torch.linalg.vector_norm(second)
+    # a zero vector's norm is 0, and so is its dot product: 0 / eps, as torch answers
+    return (torch.vdot(first, second).real / norms.clamp_min(1e-8)).clamp(-1.0, 1.0)
+
+
+def _unit(values: torch.Tensor, wide: torch.dtype) -> torch.Tensor:
+    """``values`` in ``wide``, divided by their largest magnitude (zeros stay zeros)."""
+    values = values.to(wide)
+    largest = values.abs().amax()
+    return values / largest.clamp_min(torch.finfo(largest.dtype).tiny)
 
 
 def keepers(keep: Union[str, Stat, Sequence[Union[str, Stat]]]) -> list[Keeper]:
@@ -178,14 +303,14 @@ def keepers(keep: Union[str, Stat, Sequence[Union[str, Stat]]]) -> list[Keeper]:
                         f"got {keep!r}")
     if not items:
         raise ValueError("keep must name at least one statistic")
-    found = []
+    found: list[Keeper] = []
     for item in items:
         if callable(item):
-            found.append(Keeper(getattr(item, "__name__", "custom"), item))
+            found.append(Custom(getattr(item, "__name__", "custom"), item))
         elif item == "cosine":
             found.append(Cosine())
         elif item in STATS:
-            found.append(Keeper(item, STATS[item]))
+            found.append(Keeper(item, STATS[item], _LEAST.get(item, 0)))
         else:
             raise ValueError(f"unknown statistic: {item!r} (must be a callable or one of "
                              f"{sorted([*STATS, 'cosine'])})")

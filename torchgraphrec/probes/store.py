@@ -9,7 +9,8 @@ import torch
 
 from torchgraphrec.errors import warn
 from torchgraphrec.probes.probe import Probe
-from torchgraphrec.probes.reduce import Entries, Reducer, Reduction, make_reducer, nbytes_of
+from torchgraphrec.probes.reduce import OTHER_SHAPE, Entries, Reducer, Reduction, make_reducer, \
+    nbytes_of
 from torchgraphrec.probes.stats import Keeper
 from torchgraphrec.probes.shards import local_shard
 
@@ -47,6 +48,7 @@ class Store:
         self.memory_limit = memory_limit
         self.bytes = 0
         self.full = False
+        self.warned_shape = False  # about a value left out of a fold for its shape
         self.reducers: dict[tuple[str, str], dict[SlotKey, Reducer]] = {}
         self.rows: list[tuple[Observation, str, torch.Tensor]] = []
         self.memory: dict[Any, torch.Tensor] = {}  # what remembering statistics remember
@@ -72,26 +74,37 @@ class Store:
             self._probes.append(probe)
         return found
 
-    def add(self, probe: Probe, seen: Observation, tensor: torch.Tensor) -> None:
+    def add(self, probe: Probe, seen: Observation, tensor: torch.Tensor,
+            position: Optional[int] = None) -> None:
         """Apply each of ``probe``'s statistics to ``tensor`` (this rank's shard of a
-        ``DTensor``) and keep the results."""
+        ``DTensor``) and keep the results. ``position`` is the call's within its forward
+        (what ``cosine`` compares across forwards; its call index where not given)."""
         tensor = local_shard(tensor)
         number = self._number_of(probe)
         slots = self.reducers.setdefault((seen.module, seen.site), {})
+        at = seen.call_index if position is None else position
         for keeper in probe.keepers:
-            key = (number, seen.module, seen.call_index, seen.site, seen.path, keeper.name)
-            value = self._apply(keeper, key, tensor).detach()
+            key = (number, seen.module, at, seen.site, seen.path, keeper.name)
+            value = self._apply(keeper, key, tensor)
             slot_key = (seen.path, keeper.name, number)
             if probe.reduce == "all":
+                value = _undefined() if value is None else value.detach()
                 self._keep(slots, slot_key, seen, value, tensor.numel())
             else:
-                self._fold(slots, slot_key, probe.reduce, value)
+                self._fold(slots, slot_key, probe.reduce, None if value is None
+                           else value.detach(), seen)
 
-    def _apply(self, keeper: Keeper, key: Any, tensor: torch.Tensor) -> torch.Tensor:
+    def reserve(self, module: str, site: str, call: tuple[int, int, int]) -> None:
+        """Give a call, ``(epoch, step, call_index)``, its position in ``rec[module,
+        site]`` before any value comes (a gradient may never come): one entry per call."""
+        positions = self.positions.setdefault((module, site), {})
+        positions.setdefault((call, 0), len(positions))
+
+    def _apply(self, keeper: Keeper, key: Any, tensor: torch.Tensor) -> Optional[torch.Tensor]:
         """``keeper``'s value of ``tensor``, charging what it remembers under ``key``
         (``cosine``'s copy) as any tensor held; a copy with no room is forgotten."""
         held = nbytes_of(self.memory.get(key))
-        value = keeper(key, tensor, self.memory)
+        value = keeper.apply(key, tensor, self.memory)
         grown = nbytes_of(self.memory.get(key)) - held
         if grown <= 0:
             self.bytes += grown
@@ -103,18 +116,19 @@ class Store:
     def _keep(self, slots: dict[SlotKey, Reducer], slot_key: SlotKey, seen: Observation,
               value: torch.Tensor, numel: int) -> None:
         """Keep one call's ``value`` (``reduce="all"``): a scalar as a row too, a tensor
-        only where there is room."""
+        only where there is room (the call keeps its position: ``None`` there)."""
+        slot = slots.get(slot_key)
+        position = self._position(seen, slot)
         if value.dim() == 0:  # a reduction is a memory choice
             self.numels[len(self.rows)] = numel
             self.rows.append((seen, slot_key[1], value))
         elif not self._room_for(nbytes_of(value)):
             return
-        slot = slots.get(slot_key)
         if slot is None:
             slot = slots[slot_key] = Entries()
-        slot.put(self._position(seen, slot), value)  # type: ignore[attr-defined]
+        slot.put(position, value)  # type: ignore[attr-defined]
 
-    def _position(self, seen: Observation, slot: Reducer) -> int:
+    def _position(self, seen: Observation, slot: Optional[Reducer]) -> int:
         """Where the value ``seen`` goes in ``slot``: its call's position, shared by every
         key of the ``(module, site)`` (a call seen again, a second backward, takes a new
         one)."""
@@ -122,24 +136,26 @@ class Store:
         call, repeat = (seen.epoch, seen.step, seen.call_index), 0
         while True:
             position = positions.setdefault((call, repeat), len(positions))
-            if not slot.holds(position):  # type: ignore[attr-defined]
+            if slot is None or not slot.holds(position):  # type: ignore[attr-defined]
                 return position
             repeat += 1
 
     def _fold(self, slots: dict[SlotKey, Reducer], slot_key: SlotKey, reduce: Reduction,
-              value: torch.Tensor) -> None:
+              value: Optional[torch.Tensor], seen: Observation) -> None:
         """Fold ``value`` into its reducer, charging what the reducer holds: a new one
         holding a tensor needs room; one already held keeps updating in its memory, and
         where it grows (a custom fold that concatenates), the growth needs room too, else
-        the reducer is let go as any whole tensor past the limit."""
+        the reducer is let go as any whole tensor past the limit. A value left out for its
+        shape is warned about, once."""
         slot = slots.get(slot_key)
         fresh = slot is None
         if slot is None:
             slot = make_reducer(reduce)
         held = slot.nbytes()
-        slot.add(value)
-        grown = slot.nbytes() - held if value.dim() else 0  # scalars are always kept
-        if grown <= 0:  # a fresh reducer's is then 0
+        if slot.add(value) == OTHER_SHAPE:
+            self._warn_shape(seen, slot_key[1], reduce, value, slot)
+        grown = slot.nbytes() - held if value is not None and value.dim() else 0
+        if grown <= 0:  # scalars are always kept; a fresh reducer's is then 0
             self.bytes += grown
             slots[slot_key] = slot
         elif self._room_for(grown):
@@ -147,6 +163,17 @@ class Store:
         elif not fresh:
             del slots[slot_key]
             self.bytes -= held
+
+    def _warn_shape(self, seen: Observation, stat: str, reduce: Reduction,
+                    value: Any, slot: Reducer) -> None:
+        if self.warned_shape:
+            return
+        self.warned_shape = True
+        warn(f"torchgraphrec: reduce={reduce!r} of {stat!r} at ({seen.module!r}, "
+             f"{seen.site!r}) got shape {tuple(value.shape)} where its record holds "
+             f"{tuple(slot.shape())} (a smaller last batch?): it folds elementwise, so values "
+             "of another shape are left out (counted as 'other_shape' by reduce='running'); "
+             "reduce='all' or 'last' keeps them")
 
     def _room_for(self, size: int) -> bool:
         """Whether ``size`` more bytes fit in the limit; they are then counted."""
@@ -175,7 +202,8 @@ class Store:
             calls = max(len(values) for values in results.values())
             entries = ({key: values[i] for key, values in results.items()
                         if i < len(values) and values[i] is not None} for i in range(calls))
-            return [_simplify(entry, stats) for entry in entries if entry]
+            # a call with nothing kept (no gradient reached it) keeps its place: None
+            return [_simplify(entry, stats) if entry else None for entry in entries]
         return _simplify(results, stats)
 
     def in_call_order(self, module: str, site: str, values: list) -> list:
@@ -231,6 +259,11 @@ class Store:
         if self.rank is not None:
             table.insert(0, "rank", self.rank)
         return table
+
+
+def _undefined() -> torch.Tensor:
+    """What ``reduce="all"`` keeps of a statistic undefined for a call: ``nan``."""
+    return torch.tensor(math.nan)
 
 
 def holds_data(value: torch.Tensor) -> bool:
