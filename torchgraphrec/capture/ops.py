@@ -148,9 +148,6 @@ class OpRecorder:
         self._gap_kind = gap_kind
         self._aten = gap_kind == "before_aten"  # read per op: a test costs less than getattr
         self._held: Optional[list] = [] if hold_results else None
-        #: id(x.data) -> (its ref, x's ref): ``.data`` shares x's memory but keeps its own
-        #: version counter, so a write through it moves none of x's
-        self._data_of: dict[int, tuple[Any, Any]] = {}
 
     def record(self, func: Any, types: Any, args: tuple = (),
                kwargs: dict | None = None) -> Any:
@@ -272,8 +269,6 @@ class OpRecorder:
             if changed is not None:
                 for tensor, version in changed:
                     self.state.values.changed(tensor, version, index)
-                if self._data_of:
-                    self._written_through_data(changed, index)
             for tensor in results:
                 if changed is not None:  # a result may be an argument it wrote, noted so
                     entry = current.get(id(tensor))
@@ -314,7 +309,7 @@ class OpRecorder:
                         first.dtype, None if grad_fn is None else type(grad_fn).__name__, number,
                         t0 if seq_before == seq - 1 else t1, func))
             if name == "data" and first is out:  # x.data: a new tensor at each read
-                self._data_of[id(out)] = (_ref(out), _ref(args[0]))
+                self._values.note_data(out, args[0])
             return out
         except Exception as exc:  # a recorder bug must never break the user's forward
             self._known = _NO_OPS  # from now on every call passes through
@@ -331,17 +326,6 @@ class OpRecorder:
         """Let go of the results held (see ``hold_results``)."""
         if self._held:
             self._held.clear()
-
-    def _written_through_data(self, changed: list, index: int) -> None:
-        """Where a tensor op ``index`` wrote is some ``x.data``, ``x``'s value is the op's
-        too (a new value: its version, which the write did not move, names the old one)."""
-        for tensor, _ in changed:
-            found = self._data_of.get(id(tensor))
-            if found is None or found[0]() is not tensor:
-                continue
-            source = found[1]()
-            if source is not None and not source.is_inference():  # those: by their memory
-                self.state.values.set(source, version_of(source), index, None)
 
     def _producer(self, tensor: torch.Tensor, version: int, call: int, t: int,
                   entry: Any) -> Any:

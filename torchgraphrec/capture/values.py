@@ -120,15 +120,19 @@ class Values:
     the reference tells apart, and no activation is kept alive. In-place changes made
     through a view show up as a version the entry does not know; ``writers`` remember,
     per base tensor, which op last changed it, since a base and its views share one
-    version counter.
+    version counter. ``x.data`` shares ``x``'s memory but keeps a version counter of its
+    own: ``data_of`` remembers whose ``.data`` each is, so that a write through it is
+    ``x``'s too.
     """
 
-    __slots__ = ("current", "writers", "numbers", "read")
+    __slots__ = ("current", "writers", "data_of", "numbers", "read")
 
     def __init__(self) -> None:
         self.current: dict[int, Entry] = {}
         # laid out as an entry's first three fields
         self.writers: dict[int, tuple[Any, int, Ref]] = {}
+        #: id(x.data) -> (its weak reference, x's)
+        self.data_of: dict[int, tuple[Any, Any]] = {}
         self.numbers = 0
         #: reads a tensor's version: the attribute itself, which raises for an inference
         #: tensor, until one is seen (:meth:`read_safely`)
@@ -180,6 +184,23 @@ class Values:
         memory = memory_of(tensor)
         self.writers[id(memory)] = (weakref.ref(memory),
                                     version if version >= 0 else version_of(tensor), ref)
+        if self.data_of:
+            self._written_through_data(tensor, ref)
+
+    def note_data(self, data: torch.Tensor, tensor: torch.Tensor) -> None:
+        """Remember that ``data`` is ``tensor.data``."""
+        self.data_of[id(data)] = (weakref.ref(data), weakref.ref(tensor))
+
+    def _written_through_data(self, written: torch.Tensor, ref: Ref) -> None:
+        """Where ``written`` is some ``x.data``, ``x``'s value is ``ref``'s too: a new value
+        (its version, which the write did not move, names the old one). An inference
+        tensor's writes are known by its memory already."""
+        found = self.data_of.get(id(written))
+        if found is None or found[0]() is not written:
+            return
+        source = found[1]()
+        if source is not None and not source.is_inference():
+            self.set(source, version_of(source), ref, None)
 
     def number(self, tensor: torch.Tensor, entry: Entry) -> int:
         """The tensor number of ``entry``'s value, given one now if it had none."""
