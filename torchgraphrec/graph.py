@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 import networkx as nx
 
@@ -26,7 +26,7 @@ from torchgraphrec.schema import (
     TensorRole,
 )
 
-__all__ = ["validate", "collapse", "to_json", "from_json", "value_of"]
+__all__ = ["validate", "collapse", "to_json", "from_json", "value_of", "calls_around"]
 
 _FORMAT = "torchgraphrec.recording"
 
@@ -278,3 +278,19 @@ def value_of(attrs: Mapping[str, Any], name: str) -> Optional[float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return value
+
+
+def calls_around(graph: nx.DiGraph, node: Any) -> Iterator[Any]:
+    """The module calls ``node`` lies in, innermost first (its ``parent``, then that
+    call's, up to a model call).
+
+    >>> g = nx.DiGraph()
+    >>> g.add_node("layer:#0", parent=None); g.add_node("layer:fc#0", parent="layer:#0")
+    >>> g.add_node("op:linear#0", parent="layer:fc#0")
+    >>> list(calls_around(g, "op:linear#0"))
+    ['layer:fc#0', 'layer:#0']
+    """
+    parent = graph.nodes[node]["parent"]
+    while parent is not None:
+        yield parent
+        parent = graph.nodes[parent]["parent"]

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import networkx as nx
 
 from torchgraphrec.export.plan import Plan, graph_id
-from torchgraphrec.graph import value_of
+from torchgraphrec.graph import calls_around, value_of
 
 __all__ = ["to_node_data", "GRADIENT"]
 
@@ -45,13 +45,6 @@ def _mark_calls(graph: nx.DiGraph, node: str, marked: set[str]) -> None:
         up = graph.nodes[up]["parent"]
 
 
-def _inside(graph: nx.DiGraph, node: str, call: str) -> bool:
-    up = graph.nodes[node]["parent"]
-    while up is not None and up != call:
-        up = graph.nodes[up]["parent"]
-    return up == call
-
-
 def _values(plan: Plan, data: str) -> dict[str, float]:
     """Each drawn node's value. A call drawn as a group (Model Explorer totals the nodes
     inside it) lends its value to the node inside it that produced its output, but only
@@ -74,7 +67,7 @@ def _values(plan: Plan, data: str) -> dict[str, float]:
             _mark_calls(graph, call, covered)  # counted at the module's first call
             continue
         found = _output_source(plan, call)
-        if found is not None and found not in values and _inside(graph, found, call):
+        if found is not None and found not in values and call in calls_around(graph, found):
             values[found] = value
             covered.add(call)
             _mark_calls(graph, call, covered)

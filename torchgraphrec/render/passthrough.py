@@ -8,10 +8,11 @@ takes it from the call.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 import networkx as nx
 
+from torchgraphrec.graph import calls_around
 from torchgraphrec.schema import EdgeKind, NodeKind
 
 __all__ = ["pass_through_calls", "wire_pass_through"]
@@ -38,17 +39,10 @@ def pass_through_calls(graph: nx.DiGraph) -> dict[str, list[str]]:
     return {tensor: _innermost(graph, calls) for tensor, calls in found.items()}
 
 
-def _ancestors(graph: nx.DiGraph, node: str) -> Iterable[str]:
-    parent = graph.nodes[node]["parent"]
-    while parent is not None:
-        yield parent
-        parent = graph.nodes[parent]["parent"]
-
-
 def _innermost(graph: nx.DiGraph, calls: list[str]) -> list[str]:
     """``calls`` without those that enclose another of them (the inner one is drawn, or
     the edge is lifted to the outer one anyway), in the order they started."""
-    enclosing = {ancestor for call in calls for ancestor in _ancestors(graph, call)}
+    enclosing = {ancestor for call in calls for ancestor in calls_around(graph, call)}
     inner = [call for call in calls if call not in enclosing]
     return sorted(inner, key=lambda call: graph.nodes[call]["t_start_ns"])
 

@@ -10,9 +10,11 @@ forward, the ops that read them). Every op stays in the graph: ``include_ops="al
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 import networkx as nx
+
+from torchgraphrec.graph import calls_around
 
 __all__ = ["COPY_IN", "BOX", "INTO", "unshard_units", "add_unshard"]
 
@@ -142,22 +144,14 @@ def _gathered_for(graph: nx.DiGraph, call: Optional[str], params: list[str]) -> 
     (a second forward) the ops of that call that read the parameters, never the parameters
     drawn in an earlier call: an edge back to that call would run against time (and, with
     the edges of the data the calls truly share, make a cycle)."""
-    nodes = graph.nodes
+    def inside(node: str) -> bool:
+        return call is None or call in calls_around(graph, node)
+
     fed: list[str] = []
     for param in params:
-        if _within(nodes, param, call):
+        if inside(param):
             fed.append(param)
             continue
         fed.extend(reader for reader in graph.successors(param)
-                   if _within(nodes, reader, call) and reader not in fed)
+                   if inside(reader) and reader not in fed)
     return fed
-
-
-def _within(nodes: Any, node: str, call: Optional[str]) -> bool:
-    """Whether ``node`` lies inside ``call`` (at any depth)."""
-    parent = nodes[node]["parent"]
-    while parent is not None:
-        if parent == call:
-            return True
-        parent = nodes[parent]["parent"]
-    return call is None
