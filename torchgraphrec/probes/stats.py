@@ -26,8 +26,9 @@ from typing import Any, Callable, Hashable, Optional, Sequence, Union
 
 import torch
 
-__all__ = ["STATS", "Stat", "Keeper", "Cosine", "Custom", "keepers", "full", "full_on", "mean",
-           "std", "min", "max", "absmax", "l2", "rms", "nonzero", "dead", "hist"]
+__all__ = ["STATS", "Stat", "Keeper", "Cosine", "Custom", "keepers", "undefined", "full",
+           "full_on", "mean", "std", "min", "max", "absmax", "l2", "rms", "nonzero", "dead",
+           "hist"]
 
 Stat = Callable[[torch.Tensor], Any]
 
@@ -163,6 +164,11 @@ _LEAST = {"mean": 1, "std": 2, "min": 1, "max": 1, "absmax": 1, "rms": 1, "nonze
           "dead": 1}
 
 
+def undefined() -> torch.Tensor:
+    """What a statistic reads where it is undefined for a tensor (too few elements): ``nan``."""
+    return torch.tensor(math.nan)
+
+
 class Keeper:
     """One statistic as a probe applies it: ``keeper(key, tensor, memory)``. ``key`` names
     the record (probe number, module, call position, site, path, statistic) and ``memory``
@@ -187,7 +193,7 @@ class Keeper:
     def __call__(self, key: Hashable, tensor: torch.Tensor,
                  memory: dict[Hashable, torch.Tensor]) -> torch.Tensor:
         found = self.apply(key, tensor, memory)
-        return torch.tensor(math.nan) if found is None else found
+        return undefined() if found is None else found
 
     def apply(self, key: Hashable, tensor: torch.Tensor,
               memory: dict[Hashable, torch.Tensor]) -> Optional[torch.Tensor]:

@@ -11,7 +11,7 @@ from torchgraphrec.errors import warn
 from torchgraphrec.probes.probe import Probe
 from torchgraphrec.probes.reduce import OTHER_SHAPE, Entries, Reducer, Reduction, make_reducer, \
     nbytes_of
-from torchgraphrec.probes.stats import Keeper
+from torchgraphrec.probes.stats import Keeper, undefined
 from torchgraphrec.probes.shards import local_shard
 
 __all__ = ["Observation", "SlotKey", "Store", "table_of", "holds_data", "FRAME_COLUMNS"]
@@ -88,7 +88,7 @@ class Store:
             value = self._apply(keeper, key, tensor)
             slot_key = (seen.path, keeper.name, number)
             if probe.reduce == "all":
-                value = _undefined() if value is None else value.detach()
+                value = undefined() if value is None else value.detach()
                 self._keep(slots, slot_key, seen, value, tensor.numel())
             else:
                 self._fold(slots, slot_key, probe.reduce, None if value is None
@@ -259,11 +259,6 @@ class Store:
         if self.rank is not None:
             table.insert(0, "rank", self.rank)
         return table
-
-
-def _undefined() -> torch.Tensor:
-    """What ``reduce="all"`` keeps of a statistic undefined for a call: ``nan``."""
-    return torch.tensor(math.nan)
 
 
 def holds_data(value: torch.Tensor) -> bool:
