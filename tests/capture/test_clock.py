@@ -55,17 +55,55 @@ def test_each_gap_gives_up_the_least_of_its_kind_so_far_and_never_more_than_itse
     model = nn.Sequential(_Step(3_000), _Step(800), _Step(2_000))
     graph = tgr.record(model, (torch.ones(2),)).graph
     times = _times(graph)
-    # before the first op: 3,000 ns give up the cap (1,000, the least so far); before the
-    # second, 800 ns are below it: all of them go, and 800 becomes the least; before the
-    # third, 2,000 ns give up 800. The gaps before calls and ends hold nothing: nothing goes.
-    assert [end - start for start, end in (times["0"], times["1"], times["2"])] == \
-        [2_000, 0, 1_200]
-    assert times[""][1] - times[""][0] == 3_200  # of the 5,800 ns the forward ran
     ops = sorted((attrs for _, attrs in graph.nodes(data=True) if attrs["kind"] == "op"),
                  key=lambda attrs: attrs["seq"])
-    assert [op["t_end_ns"] - op["t_start_ns"] for op in ops] == [0, 0, 0]  # their calls alone
-    assert [op["t_start_ns"] for op in ops] == [times[q][0] + gap for q, gap in
-                                                (("0", 2_000), ("1", 0), ("2", 1_200))]
+    # Where the clock stood still between two boundaries (it does through every hook here),
+    # the later is a nanosecond after the earlier, and the next gap that holds time pays
+    # those nanoseconds back. Before the first op: 3,000 ns, less the 2 the root's and the
+    # call's starts took, give up the cap (1,000, the least so far); before the second,
+    # 800 ns less the 3 taken since are below it: all of them go but the nanosecond that
+    # keeps the op after its call's start, and 797 becomes the least; before the third,
+    # 2,000 ns less 3 give up 797. The gaps before calls and ends hold nothing.
+    assert [op["t_start_ns"] - times[q][0] for op, q in zip(ops, "012")] == [1_998, 1, 1_200]
+    assert [op["t_end_ns"] - op["t_start_ns"] for op in ops] == [1, 1, 1]  # their calls alone
+    # each call ends a nanosecond after its op
+    assert [end - start for start, end in (times["0"], times["1"], times["2"])] == \
+        [2_000, 3, 1_202]
+    # the forward ran 5,800 ns and its gaps gave up 2,593; the root started a nanosecond
+    # in, and ended three after the last op started (the op's end and two calls' ends)
+    assert times[""][1] - times[""][0] == 5_800 - 2_593 - 1 + 3
+
+
+def test_times_rise_strictly_in_the_order_they_were_observed() -> None:
+    # tied stamps are what no trace viewer can nest: an op or call that is an instant at its
+    # parent's end reads as outside it. Calibrated costs far above any gap make every
+    # boundary's time the latest one before it, which is where ties would come from
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.Identity(), nn.ReLU()), nn.Tanh())
+    costs = calibrate.DispatchCosts(call=10**9, op=10**9, python_op=10**9, pack=10**9)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("torchgraphrec.capture.capture.dispatch_costs", lambda: costs)
+        graph = tgr.record(model, torch.randn(2, 4, requires_grad=True), backward=True).graph
+    timed = [attrs for _, attrs in graph.nodes(data=True) if attrs["kind"] in ("layer", "op")]
+    for start, end in (("t_start_ns", "t_end_ns"), ("t_backward_start_ns", "t_backward_end_ns")):
+        spans = [(attrs[start], attrs[end]) for attrs in timed if start in attrs]
+        assert spans and all(begin < finish for begin, finish in spans)
+    calls = sorted((a for a in timed if a["kind"] == "layer"), key=lambda a: a["t_start_ns"])
+    ops = sorted((a for a in timed if a["kind"] == "op"), key=lambda a: a["seq"])
+    stamps = [t for op in ops for t in (op["t_start_ns"], op["t_end_ns"])]
+    assert stamps == sorted(set(stamps))  # one op after another, none sharing a nanosecond
+    for call in calls:
+        inner = [t for op in ops if _inside(graph, op, call) for t in (op["t_start_ns"],
+                                                                       op["t_end_ns"])]
+        assert all(call["t_start_ns"] < t < call["t_end_ns"] for t in inner)
+
+
+def _inside(graph: Any, op: dict, call: dict) -> bool:
+    up = op["parent"]
+    while up is not None:
+        if graph.nodes[up] is call:
+            return True
+        up = graph.nodes[up]["parent"]
+    return False
 
 
 class _Varying(nn.Module):
@@ -89,9 +127,13 @@ def test_the_least_gaps_carry_over_to_the_next_forward() -> None:
     calls = sorted((attrs for _, attrs in recorder.graph.nodes(data=True)
                     if attrs["kind"] == "layer" and attrs["qualname"] == "0"),
                    key=lambda attrs: attrs["call_index"])
-    # the first forward's 300 ns go whole and become the least gap before an op; the
-    # second forward's 500 ns give up those 300 (not the cap)
-    assert [attrs["t_end_ns"] - attrs["t_start_ns"] for attrs in calls] == [0, 200]
+    # the first forward's 300 ns, less the 2 the root's and the call's starts took (the
+    # clock stands still through the hooks, and each boundary is a nanosecond after the
+    # last), go whole but a nanosecond and become the least gap before an op: the call
+    # spans its op's start, its end and its own, a nanosecond each. The second forward's
+    # 500 ns give up those 298 (not the cap) and pay back the 5 taken since
+    assert [attrs["t_end_ns"] - attrs["t_start_ns"] for attrs in calls] == \
+        [3, 500 - 298 - 5 + 2]
 
 
 class _AttentionThenStep(nn.Module):
@@ -119,7 +161,10 @@ def test_fused_aten_ops_are_a_kind_of_their_own(monkeypatch: pytest.MonkeyPatch)
     names = {attrs["name"] for _, attrs in graph.nodes(data=True) if attrs["kind"] == "op"}
     assert "_native_multi_head_attention" in names  # the fast path was taken
     start, end = _times(graph)["step"]
-    assert end - start == 2_000  # the 3,000 ns gave up the cap
+    # the 3,000 ns gave up the cap and paid back the 6 the boundaries before them took (the
+    # root's, the attention's and the step's starts, the kernel's two, the attention's
+    # end); the step ends two nanoseconds after its op starts
+    assert end - start == 3_000 - 1_000 - 6 + 2
 
 
 def test_where_nothing_is_calibrated_the_clock_lets_no_gap_give_anything_up() -> None:

@@ -199,3 +199,31 @@ def test_what_a_call_moved_to_a_further_track_ran_follows_it_there() -> None:
     assert tids["op:c#0"] == tids["layer:b#0"] != tids["layer:#0"]
     assert perfetto_parents(slices)["op:c#0"] == "layer:b#0"
     check_tracks(graph, slices)
+
+
+@pytest.mark.parametrize("ops", ["torch", "autograd"])
+@pytest.mark.parametrize("name", ["reused_module", "resnet_like", "recurrent"])
+def test_where_every_gap_gave_up_all_each_slice_still_nests_under_its_parent(
+        monkeypatch: pytest.MonkeyPatch, name: str, ops: str) -> None:
+    # calibrated costs above every gap make each boundary's time the latest one before it
+    # (on a loaded machine some do): the times still nest every slice under its parent
+    from torchgraphrec.capture import calibrate
+
+    costs = calibrate.DispatchCosts(call=10**9, op=10**9, python_op=10**9, pack=10**9)
+    monkeypatch.setattr("torchgraphrec.capture.capture.dispatch_costs", lambda: costs)
+    graph = tgr.record(*fresh(name), ops=ops, backward=True).graph
+    events = events_of(graph)
+    threads = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    for tid in threads:
+        check_tracks(graph, [e for e in events if e["ph"] == "X" and e["tid"] == tid])
+    if ops == "torch":  # every op observed at its own nanoseconds: one track a direction
+        assert sorted(threads.values()) == ["backward", "forward"]
+    else:  # a call a nanosecond long made two autograd ops: their estimates tie, and stack
+        assert {"backward", "forward", "forward (overlapping 1)"} <= set(threads.values())
+        ops_at = defaultdict(list)
+        for node, attrs in nodes_of(graph, "op").items():
+            ops_at[attrs["parent"], attrs["t_start_ns"]].append(node)
+        moved = [e["args"]["id"] for e in events
+                 if e["ph"] == "X" and threads[e["tid"]].startswith("forward (")]
+        assert all(len(ops_at[graph.nodes[n]["parent"], graph.nodes[n]["t_start_ns"]]) > 1
+                   for n in moved)

@@ -84,8 +84,8 @@ class BackwardClock:
         before it started."""
         clock = self.clock
         t = entered - clock.spent - (clock.costs.pack >> 1)
-        if t < clock.last:
-            t = clock.last
+        if t <= clock.last:
+            t = clock.last + 1
         clock.last = t
         return t
 

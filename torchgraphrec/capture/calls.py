@@ -152,9 +152,9 @@ class CallTracker:
         # PyTorch's dispatch that the calibrated cost leaves in it (see Clock)
         given_up = clock.before_call
         t = entered - clock.spent - self._quarter - given_up
-        if t < clock.last:  # a least this gap is below, or a calibrated cost it overshot
+        if t <= clock.last:  # a least this gap is below, or a calibrated cost it overshot
             given_up = clock.least_gap("before_call", t + given_up)
-            t = clock.last
+            t = clock.last + 1
         clock.last = t
         try:
             state, events = self.state, self.events
@@ -272,9 +272,9 @@ class CallTracker:
         clock = self.state.clock
         given_up = clock.before_end
         t = entered - clock.spent - self._quarter - given_up
-        if t < clock.last:  # a least this gap is below, or a calibrated cost it overshot
+        if t <= clock.last:  # a least this gap is below, or a calibrated cost it overshot
             given_up = clock.least_gap("before_end", t + given_up)
-            t = clock.last
+            t = clock.last + 1
         clock.last = t
         try:
             state, calls = self.state, self.events.calls

@@ -27,8 +27,10 @@ class Clock:
     (:attr:`costs`, see :func:`~torchgraphrec.capture.calibrate.dispatch_costs`). That
     measure is an estimate, and where a call reached a handler faster than it says, the
     difference would make a time earlier than one already handed out: every time handed out
-    is at least :attr:`last`, the latest one before it, so that times never decrease in the
-    order they were observed and consecutive ops never overlap.
+    is after :attr:`last`, the latest one before it, by a nanosecond at least, so that times
+    rise strictly in the order they were observed. Consecutive ops never overlap, and no
+    two boundaries share a nanosecond: an op, a call or an autograd node is never an
+    instant at its parent call's end, which no trace viewer could draw inside that call.
 
     In place, between a model's ops, that dispatch costs several times what it costs in a
     loop (the recorder's own work leaves the caches cold), and the rest is left in the gaps
@@ -40,7 +42,7 @@ class Clock:
     they hold beyond it. The leasts start at :attr:`cap`, the most a gap gives up (where
     every gap of a kind runs Python of the model's own, it loses no more than that), so
     that the first gaps of a kind give up more than later ones would; a gap never gives up
-    more than itself, so that times keep their order, and one the calibrated costs already
+    all of itself, so that times keep their order, and one the calibrated costs already
     overshot gives up nothing, nor, from then on, does any gap of its kind.
 
     The hot paths read :attr:`spent`, :attr:`last` and the least gaps and update them inline
@@ -79,10 +81,10 @@ class Clock:
             2 * max(costs.call, costs.op, costs.python_op)
 
     def now(self) -> int:
-        """The time now, the recorder's own work left out (never before :attr:`last`)."""
+        """The time now, the recorder's own work left out (always after :attr:`last`)."""
         found = _now() - self.spent
-        if found < self.last:
-            found = self.last
+        if found <= self.last:
+            found = self.last + 1
         self.last = found
         return found
 
@@ -95,14 +97,15 @@ class Clock:
             t: the boundary's time before its gap gives anything up.
 
         Returns:
-            What the gap gives up: all of itself where it is the least so far (none where
-            the calibrated costs already overshot it), else the least.
+            What the gap gives up: the least where the gap is longer, else all of itself
+            but the one nanosecond that keeps the boundary after :attr:`last` (none where
+            the calibrated costs already overshot it).
 
         >>> from torchgraphrec.capture.calibrate import DispatchCosts
         >>> clock = Clock(DispatchCosts(call=250, op=0, python_op=0, pack=0))
         >>> clock.last = 1_000
         >>> clock.least_gap("before_op", 1_200), clock.before_op
-        (200, 200)
+        (199, 200)
         >>> clock.least_gap("before_op", 1_300), clock.before_op
         (200, 200)
         >>> clock.least_gap("before_op", 900), clock.before_op
@@ -113,7 +116,9 @@ class Clock:
         if gap < least:
             least = gap if gap > 0 else 0
             setattr(self, kind, least)
-        return least
+        if least < gap:
+            return least
+        return gap - 1 if gap > 0 else 0
 
     def add_since(self, entered: int) -> None:
         """Count the time since ``perf_counter_ns()`` read ``entered`` as the recorder's own."""

@@ -203,16 +203,16 @@ class OpRecorder:
         # mode's level so far (see Clock); what runs inside the call starts after t0
         given_up = clock.before_aten if self._aten else clock.before_op
         t0 = entered - clock.spent - half - given_up
-        if t0 < clock.last:  # a least this gap is below, or a calibrated cost it overshot
+        if t0 <= clock.last:  # a least this gap is below, or a calibrated cost it overshot
             given_up = clock.least_gap(self._gap_kind, t0 + given_up)
-            t0 = clock.last
+            t0 = clock.last + 1
         clock.last = t0
         clock.spent += called - entered + half + given_up
         out = func(*args, **kwargs)
         returned = _now()
         t1 = returned - clock.spent  # less what the recorder's hooks took inside the call
-        if t1 < clock.last:  # after the last time handed out inside the call, or t0
-            t1 = clock.last
+        if t1 <= clock.last:  # after the last time handed out inside the call, or t0
+            t1 = clock.last + 1
         clock.last = t1
         if guard is not None:
             guard.__enter__()
