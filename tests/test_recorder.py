@@ -53,3 +53,20 @@ def test_quick_writes_happen_at_every_step(fake_clock, tmp_path, monkeypatch) ->
             rec.step()
             fake_clock["now"] += 0.25
     assert fake_clock["writes"] == [100.0, 100.25, 100.5, 100.75]
+
+
+@pytest.mark.parametrize("mark", ["step", "epoch"])
+@pytest.mark.parametrize("probes", [[], [tgr.probe("output", keep="mean")]])
+def test_steps_and_epochs_outside_the_block_are_refused(mark: str, probes: list) -> None:
+    model = nn.Linear(2, 2)
+    rec = tgr.Recorder(model, probes=probes)
+    with pytest.raises(RuntimeError, match=rf"{mark}\(\) before the Recorder's with-block"):
+        getattr(rec, mark)()
+    with rec:
+        model(torch.randn(1, 2))
+        getattr(rec, mark)()
+    recorded = rec.frame() if probes else None
+    with pytest.raises(RuntimeError, match=rf"{mark}\(\) after the Recorder's with-block"):
+        getattr(rec, mark)()
+    if probes:  # nothing recorded by the refused call
+        assert rec.frame().equals(recorded)

@@ -199,13 +199,27 @@ class Recorder:
 
     def step(self) -> None:
         """Mark the end of a training step: probes record parameter updates, and their
-        call indices start again from 0 (the graph's ``call_index`` keeps counting)."""
+        call indices start again from 0 (the graph's ``call_index`` keeps counting).
+
+        Raises:
+            RuntimeError: outside the with-block, which alone this Recorder records.
+        """
+        self._inside("step()")
         if self._engine is not None:
             self._engine.next_step()
         if self.reduce_ranks:
             self._reduce_ranks()
         if self.save_dir is not None:
             self._save_in_step()
+
+    def _inside(self, what: str) -> None:
+        if self._open:
+            return
+        if self._capture is None:
+            raise RuntimeError(f"{what} before the Recorder's with-block: call it inside "
+                               "the block, which is what a Recorder records")
+        raise RuntimeError(f"{what} after the Recorder's with-block: it has stopped recording "
+                           f"(a Recorder records one with-block); call {what} inside the block")
 
     def _save_in_step(self) -> None:
         """Write the rank's file, unless the last write was too recent for what it cost."""
@@ -217,7 +231,12 @@ class Recorder:
         self._next_save = started + took / SAVE_SHARE
 
     def epoch(self) -> None:
-        """Mark the end of an epoch (the ``epoch`` column of :meth:`frame`)."""
+        """Mark the end of an epoch (the ``epoch`` column of :meth:`frame`).
+
+        Raises:
+            RuntimeError: outside the with-block, which alone this Recorder records.
+        """
+        self._inside("epoch()")
         if self._engine is not None:
             self._engine.next_epoch()
 

@@ -347,11 +347,8 @@ class ProbeEngine:
 
     def next_step(self) -> None:
         """Record parameter updates since the last step, then start a new step: hooked
-        where it records, with nothing attached where it does not (see ``every``)."""
-        if not self.running:  # the parameters' snapshots are of the block's last step
-            raise RuntimeError("step() after the Recorder's with-block: it has stopped "
-                               "recording (a Recorder records one with-block); call step() "
-                               "inside the block")
+        where it records, with nothing attached where it does not (see ``every``); only
+        while the Recorder's block runs (the parameters' snapshots are of its last step)."""
         if self.step % self.every == 0:
             with self._quiet:
                 self._record_updates()
