@@ -316,6 +316,17 @@ def test_call_raised_tells_a_raising_forward_from_one_run_while_handling_another
     assert seen == [True, False]
 
 
+def test_modules_raised_through_ends_at_the_module_whose_own_hook_raised() -> None:
+    def bad(module: nn.Module, args: tuple, output: object) -> None:
+        raise ValueError("a hook's")
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU(), nn.Tanh()))
+    model[1][0].register_forward_hook(bad)
+    with pytest.raises(ValueError, match="a hook's") as caught:
+        model(torch.ones(1, 2))
+    assert _torch.modules_raised_through(caught.value) == [model, model[1], model[1][0]]
+
+
 def test_disable_dispatch_modes_sets_every_mode_aside_and_back() -> None:
     with _Seeing() as mode:
         with _torch.disable_dispatch_modes():

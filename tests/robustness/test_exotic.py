@@ -159,10 +159,28 @@ def test_a_user_hook_that_raises() -> None:
     before = hook_state(model)
     with pytest.raises(KeyError, match="hook failed") as caught:
         tgr.record(model, torch.randn(2, 4))
-    # the hook runs after ReLU's call has returned, inside the Sequential's forward
+    # the hook runs as ReLU's call ends, after the recorder saw it end: the note still
+    # names ReLU's call, where the traceback says it raised
     assert caught.value.__notes__ == [
-        "torchgraphrec: raised in the call of '<root>' (Sequential, call_index 0)"]
+        "torchgraphrec: raised in the call of '1' (ReLU, call_index 0)"]
     assert hook_state(model) == before
+
+
+def test_a_user_hook_that_raises_in_a_later_call_of_a_shared_module() -> None:
+    shared = nn.Linear(4, 4)
+    model = nn.Sequential(shared, nn.ReLU(), shared)
+    calls = []
+
+    def broken_second_time(module, args, output):
+        calls.append(module)
+        if len(calls) == 2:
+            raise KeyError("hook failed")
+
+    shared.register_forward_hook(broken_second_time)
+    with pytest.raises(KeyError, match="hook failed") as caught:
+        tgr.record(model, torch.randn(2, 4))
+    assert caught.value.__notes__ == [
+        "torchgraphrec: raised in the call of '0' (Linear, call_index 1)"]
 
 
 def test_hostile_names_survive_json_and_validate() -> None:

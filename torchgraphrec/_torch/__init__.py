@@ -26,6 +26,7 @@ __all__ = [
     "HigherOrderOperator", "INLINE_ATTRIBUTES", "SAVED_TENSOR_HOOKS_READABLE", "TensorBase",
     "TorchDispatchMode", "aten_overloads", "aten_packets", "autograd_sequence_number",
     "call_kwargs", "call_kwargs_readable", "call_raised", "current_frame",
+    "modules_raised_through",
     "give_call_kwargs", "global_module_hooks", "global_module_hooks_aside",
     "global_pre_hook_takes_kwargs_by_id", "take_call_kwargs",
     "disable_dispatch_modes", "dispatch_mode_at", "dispatch_mode_depth", "dispatch_modes",
@@ -247,6 +248,24 @@ def call_raised(hook_frame: FrameType) -> bool:
         trace = trace.tb_next
     return False
 
+
+def modules_raised_through(exc: BaseException) -> list[torch.nn.Module]:
+    """The modules whose calls ``exc`` has unwound so far, outermost first: the ``self`` of
+    each frame of ``Module._call_impl`` in its traceback. The last is the module whose call
+    raised, in its forward or in a hook of its own that ran after ours."""
+    found = []
+    trace = exc.__traceback__
+    while trace is not None:
+        frame = trace.tb_frame
+        if frame.f_code is _CALL_IMPL_CODE:
+            module = frame.f_locals.get("self")
+            if isinstance(module, torch.nn.Module):
+                found.append(module)
+        trace = trace.tb_next
+    return found
+
+
+_CALL_IMPL_CODE = torch.nn.Module._call_impl.__code__
 
 #: The module-level dicts of global module hooks that ``Module._call_impl`` runs around
 #: every call, or its backward, of every module (those this torch has).

@@ -14,7 +14,7 @@ from torch.nn.modules import module as torch_module
 from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, DisableTorchFunction, \
     autograd_sequence_number, call_kwargs, call_kwargs_readable, call_raised, current_frame, \
     give_call_kwargs, global_pre_hook_takes_kwargs_by_id, graph_task_id, \
-    register_global_forward_hook, take_call_kwargs
+    modules_raised_through, register_global_forward_hook, take_call_kwargs
 from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.fastpath import SCRIPTED_TYPES
 from torchgraphrec.capture.state import CaptureState
@@ -364,6 +364,13 @@ class CallTracker:
         self._noted = exc
         calls, table = self.events.calls, self.state.table
         module = calls[index].module
+        # a hook of the user's that ran after ours raised in an inner call our hook saw end
+        raised_in = [self._index_of.get(id(m)) for m in modules_raised_through(exc)]
+        inner = next((found for found in reversed(raised_in) if found is not None), module)
+        if inner != module:
+            index = max((i for i, call in enumerate(calls) if call.module == inner),
+                        default=index)
+            module = calls[index].module
         qualname = table.qualnames[module] or "<root>"
         call_index = sum(1 for other in calls[:index] if other.module == module)
         note = (f"torchgraphrec: raised in the call of {qualname!r} "
