@@ -104,6 +104,8 @@ class CallTracker:
         Also given the modules a forward builds as it runs."""
         if self._pre_hook_id is not None:
             self._kwargs_tables += give_call_kwargs(modules, self._pre_hook_id)
+        if GLOBAL_FORWARD_HOOKS_TAKE_KWARGS and call_kwargs_readable():
+            return  # the global hooks serve every module (the loop below would hook none)
         for module in modules:
             if isinstance(module, SCRIPTED_TYPES):  # it refuses hooks of its own
                 if not GLOBAL_FORWARD_HOOKS_TAKE_KWARGS:

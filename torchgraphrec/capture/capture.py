@@ -104,7 +104,9 @@ class Capture:
             if flops else None
         self.mode = OpMode(self.state, self.tracker.fail) if counts is None else \
             CountingOpMode(self.state, self.tracker.fail, counts)
-        fast = {i for i, m in enumerate(self.table.modules) if isinstance(m, ATEN_LEVEL_TYPES)}
+        # asked of each module only where one of the model's classes is such a type
+        fast = {i for i, m in enumerate(self.table.modules) if isinstance(m, ATEN_LEVEL_TYPES)} \
+            if any(issubclass(t, ATEN_LEVEL_TYPES) for t in self.table.module_types) else set()
         if fast:  # the switch is asked at the end of every call: only where it can act
             aten = AtenMode(self.state, self.tracker.fail)
             self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
@@ -171,6 +173,9 @@ class Capture:
         if self._gc is None:
             self._gc = gc_paused()
             self._gc.__enter__()
+        # what the last forward left that a later one must not read (done here rather
+        # than as it ended: a recording of one forward never needs it)
+        self.state.values.end_forward(self.table.tensor_ids)
         if self._headroom is None:  # (one a forward out of stack left raised stays)
             self._headroom = RecursionHeadroom(
                 FRAMES_PER_LEVEL * self.state.table.nesting() + MARGIN)
@@ -201,7 +206,6 @@ class Capture:
                 self._follow_autograd()
         finally:
             self.forwards += 1
-            self.state.values.end_forward(self.table.tensor_ids)
             self.tracker.breaks = []
             self.tracker.output_grad_fns = []
             self._resume()

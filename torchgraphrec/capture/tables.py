@@ -46,10 +46,12 @@ class ModuleTable:
         self._nesting = (-1, 0)  # (modules counted, how deep they nest)
         # named_modules(), as probe selectors use it: the same order, names and overrides
         found = _named_modules(model)
+        #: the classes of the model's modules (as found: not those a forward adds)
+        self.module_types = {type(module) for _, module, _ in found}
         #: whether the model swaps other parameter objects into its modules while it runs
         #: (FSDP2's unsharded parameters): then :meth:`swapped_in` is worth asking, and the
         #: table keeps which name of which module each parameter had
-        self.swaps = any(map(_swaps_parameters, {type(module) for _, module, _ in found}))
+        self.swaps = any(map(_swaps_parameters, self.module_types))
         #: every parameter and buffer named, held: a buffer the model replaces while it
         #: runs would be freed, and a new tensor at its address taken for it by its id
         self._named: list[Any] = self._add(found)
