@@ -249,6 +249,9 @@ def call_raised(hook_frame: FrameType) -> bool:
     return False
 
 
+_CALL_IMPL_CODE = torch.nn.Module._call_impl.__code__
+
+
 def modules_raised_through(exc: BaseException) -> list[torch.nn.Module]:
     """The modules whose calls ``exc`` has unwound so far, outermost first: the ``self`` of
     each frame of ``Module._call_impl`` in its traceback. The last is the module whose call
@@ -264,8 +267,6 @@ def modules_raised_through(exc: BaseException) -> list[torch.nn.Module]:
         trace = trace.tb_next
     return found
 
-
-_CALL_IMPL_CODE = torch.nn.Module._call_impl.__code__
 
 #: The module-level dicts of global module hooks that ``Module._call_impl`` runs around
 #: every call, or its backward, of every module (those this torch has).
