@@ -272,3 +272,39 @@ def test_a_model_too_deep_for_the_recursion_limit_fails_leaving_nothing_behind(
         assert not _runs_within(short, record)
         assert hook_state(model) == before
     assert len(nodes_of(tgr.record(model, x).graph, "layer")) == 151 * 2
+
+
+class _CatchesAnInterrupt(nn.Module):
+    """A submodule's forward raises KeyboardInterrupt, which the model catches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.last = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.interrupted = _Interrupted()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.first(x)
+        try:
+            self.interrupted(y)
+        except KeyboardInterrupt:
+            pass
+        return self.last(y).relu()
+
+
+class _Interrupted(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise KeyboardInterrupt
+
+
+def test_a_caught_keyboard_interrupt_is_refused_by_name_and_the_model_runs_as_unrecorded() -> None:
+    # torch runs no always_call hook for a BaseException that is not an Exception: the
+    # interrupted call never ends for the recorder, and what ran after it has no true parent
+    model, x = _CatchesAnInterrupt(), torch.randn(2, 4)
+    expected = model(x)
+    before = hook_state(model)
+    with pytest.raises(tgr.CaptureError, match=r"the call of 'interrupted' \(_Interrupted\) "
+                                               r"ended without its forward hooks"):
+        with tgr.Recorder(model):
+            output = model(x)
+    assert torch.equal(output, expected)
+    assert hook_state(model) == before

@@ -20,6 +20,7 @@ from torchgraphrec.capture.fastpath import SCRIPTED_TYPES
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, grad_fn_of
+from torchgraphrec.errors import CaptureError
 
 __all__ = ["CallTracker"]
 
@@ -209,6 +210,20 @@ class CallTracker:
             frame = frame.f_back
         return True
 
+    def _not_nested(self, module_index: int) -> Exception:
+        """Why the call of ``module_index`` ends while another is innermost: the other is a
+        call inside it that ended with no hook of torch's, where one is open at all."""
+        stack, calls, table = self.state.stack, self.events.calls, self.state.table
+        if not any(calls[index].module == module_index for index in stack):
+            return RuntimeError("module calls did not nest: a forward hook was skipped")
+        unwound = calls[stack[-1]].module
+        return CaptureError(
+            f"the call of {table.qualnames[unwound]!r} ({table.types[unwound]}) ended without "
+            "its forward hooks: torch runs none when a BaseException that is not an Exception "
+            "(KeyboardInterrupt, SystemExit) leaves a forward, and the model caught this one. "
+            "What ran after it cannot be placed in its calls, so this forward cannot be "
+            "recorded; the model ran as it does unrecorded")
+
     def _close_left_behind(self) -> bool:
         """End the open forward, which no post-hook will end (cut short, or the recorder
         failed): its open calls stay open, as when recording stops mid-forward. Returns
@@ -282,7 +297,7 @@ class CallTracker:
             state, calls = self.state, self.events.calls
             stack = state.stack
             if not stack or calls[stack[-1]].module != module_index:
-                raise RuntimeError("module calls did not nest: a forward hook was skipped")
+                raise self._not_nested(module_index)
             index = stack.pop()
             call = calls[index]
             call.t_end = t
