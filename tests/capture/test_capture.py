@@ -53,8 +53,10 @@ def test_flatten_visits_a_self_containing_list_once_and_leaves_generators_alone(
 
 def test_place_gives_ties_to_the_later_breakpoint_and_holds_after_the_last() -> None:
     breaks = [(0, 0, 100), (4, 1, 200), (4, 0, 300), (8, 2, 700)]
+    # between two breakpoints, the numbers in [start, stop) at (i + 1) / (stop - start + 1)
+    # of the way: strictly after the one before and before the next
     assert place(breaks, [0, 3, 4, 7, 8, 12]) == [
-        (0, 100), (0, 175), (0, 300), (0, 600), (2, 700), (2, 700)]
+        (0, 120), (0, 180), (0, 380), (0, 620), (2, 700), (2, 700)]
 
 
 def test_describer_shares_conversions_and_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

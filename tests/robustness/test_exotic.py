@@ -308,3 +308,23 @@ def test_a_caught_keyboard_interrupt_is_refused_by_name_and_the_model_runs_as_un
             output = model(x)
     assert torch.equal(output, expected)
     assert hook_state(model) == before
+
+
+def test_a_user_hook_that_raises_in_the_innermost_call_of_a_module_calling_itself() -> None:
+    class Recursive(nn.Module):
+        def forward(self, x: torch.Tensor, depth: int = 2) -> torch.Tensor:
+            return self(x * 2, depth - 1) if depth else x.relu()
+
+    inner = Recursive()
+    seen = []
+
+    def broken_first_time(module, args, output):
+        seen.append(module)
+        if len(seen) == 1:  # the innermost call ends first
+            raise KeyError("hook failed")
+
+    inner.register_forward_hook(broken_first_time)
+    with pytest.raises(KeyError, match="hook failed") as caught:
+        tgr.record(nn.Sequential(inner), torch.randn(2, 4))
+    assert caught.value.__notes__ == [
+        "torchgraphrec: raised in the call of '0' (Recursive, call_index 2)"]

@@ -138,11 +138,13 @@ def place(breaks: Sequence[tuple[int, int, int]], numbers: Iterable[int]) -> lis
     ``breaks`` are the hooks' breakpoints ``(sequence_nr, call, time)``: from each
     breakpoint's sequence number on, ``call`` was the innermost open call (a tie goes to
     the later breakpoint, since a hook fires before the next op is made). Times between
-    breakpoints are interpolated, since autograd nodes carry no timestamp of their own.
+    breakpoints are interpolated, since autograd nodes carry no timestamp of their own,
+    and lie strictly between them where there are nanoseconds enough: a node is made after
+    the boundary before it (a call's start, or a child call's end) and before the next.
     ``numbers`` must rise, which makes the pass one merge of two sorted lists.
 
-    >>> place([(0, 0, 100), (4, 1, 200), (4, 0, 300), (8, -1, 700)], [1, 4, 6])
-    [(0, 125), (0, 300), (0, 500)]
+    >>> place([(0, 0, 100), (4, 1, 200), (4, 0, 300), (8, -1, 700)], [0, 1, 4, 6])
+    [(0, 120), (0, 140), (0, 380), (0, 540)]
     """
     placed: list[tuple[int, int]] = []
     position, last = 0, len(breaks) - 1
@@ -157,6 +159,6 @@ def place(breaks: Sequence[tuple[int, int, int]], numbers: Iterable[int]) -> lis
         if position == last:
             placed.append((owner, t_start))
         else:
-            placed.append((owner, t_start + (t_stop - t_start) * (number - start)
-                           // max(1, stop - start)))
+            placed.append((owner, t_start + (t_stop - t_start) * (number - start + 1)
+                           // (stop - start + 1)))
     return placed

@@ -79,7 +79,7 @@ class BackwardClock:
 
     def _time(self, entered: int) -> int:
         """The recording's time when a hook was entered (``entered``, on the wall clock):
-        less what the recorder took, and never before a time handed out already. A node's
+        less what the recorder took, and always after every time handed out already. A node's
         work shorter than the calibrated cost of the hooks around it would otherwise end
         before it started."""
         clock = self.clock

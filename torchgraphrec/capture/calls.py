@@ -155,7 +155,7 @@ class CallTracker:
         # PyTorch's dispatch that the calibrated cost leaves in it (see Clock)
         given_up = clock.before_call
         t = entered - clock.spent - self._quarter - given_up
-        if t <= clock.last:  # a least this gap is below, or a calibrated cost it overshot
+        if t <= clock.last:  # a least this gap is at or below, or a calibrated cost it overshot
             given_up = clock.least_gap("before_call", t + given_up)
             t = clock.last + 1
         clock.last = t
@@ -289,7 +289,7 @@ class CallTracker:
         clock = self.state.clock
         given_up = clock.before_end
         t = entered - clock.spent - self._quarter - given_up
-        if t <= clock.last:  # a least this gap is below, or a calibrated cost it overshot
+        if t <= clock.last:  # a least this gap is at or below, or a calibrated cost it overshot
             given_up = clock.least_gap("before_end", t + given_up)
             t = clock.last + 1
         clock.last = t
@@ -381,19 +381,29 @@ class CallTracker:
         self._noted = exc
         calls, table = self.events.calls, self.state.table
         module = calls[index].module
-        # a hook of the user's that ran after ours raised in an inner call our hook saw end
-        raised_in = [self._index_of.get(id(m)) for m in modules_raised_through(exc)]
-        inner = next((found for found in reversed(raised_in) if found is not None), module)
-        if inner != module:
-            index = max((i for i, call in enumerate(calls) if call.module == inner),
-                        default=index)
-            module = calls[index].module
+        index = self._raising_call(exc, index)
+        module = calls[index].module
         qualname = table.qualnames[module] or "<root>"
         call_index = sum(1 for other in calls[:index] if other.module == module)
         note = (f"torchgraphrec: raised in the call of {qualname!r} "
                 f"({table.types[module]}, call_index {call_index})")
         if note not in getattr(exc, "__notes__", ()):  # a second recorder on the same model
             exc.add_note(note)
+
+    def _raising_call(self, exc: BaseException, index: int) -> int:
+        """The call that raised ``exc``, first seen by the hook of call ``index``: down from
+        it, each call's latest child while the traceback went through that child's module.
+        A hook of the user's that ran after ours raises in a call our hook saw end."""
+        calls = self.events.calls
+        chain = [found for found in map(self._index_of.get, map(id, modules_raised_through(exc)))
+                 if found is not None]
+        for module in chain[1:]:  # the first is the module of call ``index`` itself
+            child = next((i for i in range(len(calls) - 1, index, -1)
+                          if calls[i].parent == index), None)
+            if child is None or calls[child].module != module:
+                break
+            index = child
+        return index
 
     def fail(self, exc: Exception) -> None:
         """Note the recorder's own failure (reported when recording stops); record no more."""

@@ -203,7 +203,7 @@ class OpRecorder:
         # mode's level so far (see Clock); what runs inside the call starts after t0
         given_up = clock.before_aten if self._aten else clock.before_op
         t0 = entered - clock.spent - half - given_up
-        if t0 <= clock.last:  # a least this gap is below, or a calibrated cost it overshot
+        if t0 <= clock.last:  # a least this gap is at or below, or a calibrated cost overshot
             given_up = clock.least_gap(self._gap_kind, t0 + given_up)
             t0 = clock.last + 1
         clock.last = t0

@@ -40,7 +40,6 @@ class ProbeEngine:
     statistic is kept and re-raised by the recorder, never thrown into the user's forward
     or backward. With ``every``, it records in the steps whose number is a multiple of it,
     and in the others has no hook attached at all (a training run pays nothing for them).
-    ``step()`` after :meth:`detach` is refused.
     """
 
     def __init__(self, table: ModuleTable, probes: Sequence[Probe], store: Store,
@@ -49,7 +48,6 @@ class ProbeEngine:
         store.number(probes)  # overlapping probes keep apart; the first answers rec[...]
         self.clock = clock  # the recording's: its statistics take none of the model's time
         self.every = every
-        self.running = False  # between attach() and detach()
         self._hooked = False  # in a step that records
         self.by_module: dict[int, list[Probe]] = {}
         for probe in probes:
@@ -94,7 +92,6 @@ class ProbeEngine:
     def attach(self) -> None:
         """Hook the selected modules (on the calling thread) and their parameters."""
         self._thread = threading.get_ident()
-        self.running = True
         self._hook()
 
     def _hook(self) -> None:
@@ -387,7 +384,6 @@ class ProbeEngine:
 
     def detach(self) -> None:
         """Remove every hook."""
-        self.running = False
         self._unhook()
 
     def _unhook(self) -> None:
