@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import datetime
+import faulthandler
 import gc
 import sys
-from typing import Any
+import time
+from pathlib import Path
+from typing import Any, Iterator
 
 import networkx as nx
 import torch
@@ -16,7 +21,7 @@ from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, top_saved_tensor_h
 from torchgraphrec.capture.structures import flatten_tensors
 from torchgraphrec.recording import backward_loss
 
-__all__ = ["run_plain", "hook_state", "nodes_of", "assert_same_tensors"]
+__all__ = ["run_plain", "hook_state", "nodes_of", "assert_same_tensors", "one_rank_group"]
 
 
 def run_plain(case: Case, backward: bool = False) -> tuple[Any, dict[str, torch.Tensor]]:
@@ -75,3 +80,32 @@ def nodes_of(graph: nx.DiGraph, kind: str) -> dict[str, dict]:
 def fresh(name: str) -> Case:
     """A zoo case built from seed 0 (same weights and inputs every time)."""
     return make(name, seed=0)
+
+
+#: How long a block with a one-rank process group may run, its teardown included, before
+#: the test process is killed with every thread's traceback (a hang fails, never stalls).
+ONE_RANK_DEADLINE_S = 240
+
+
+@contextlib.contextmanager
+def one_rank_group(folder: Path) -> Iterator[None]:
+    """A gloo process group of one rank in this process, for as long as the block runs.
+
+    Its teardown first waits for the group's work in flight: on torch 2.4, destroying a gloo
+    group while a worker thread frees the tensors of async work nobody waited for (DTensor's
+    broadcasts) deadlocks, the worker wanting the GIL that the destroying thread holds.
+    """
+    import torch.distributed as dist
+
+    faulthandler.dump_traceback_later(ONE_RANK_DEADLINE_S, exit=True)
+    try:
+        dist.init_process_group("gloo", store=dist.FileStore(str(folder / "store"), 1),
+                                rank=0, world_size=1, timeout=datetime.timedelta(seconds=60))
+        try:
+            yield
+        finally:
+            dist.barrier()  # gloo's barrier waits for every work before it
+            time.sleep(0.05)  # the GIL let go, for the workers to free what that work held
+            dist.destroy_process_group()
+    finally:
+        faulthandler.cancel_dump_traceback_later()

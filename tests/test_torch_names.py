@@ -17,6 +17,7 @@ from torch import nn
 from torch.autograd import forward_ad
 from torch.overrides import TorchFunctionMode
 
+from helpers import one_rank_group
 from torchgraphrec import _torch
 
 
@@ -341,15 +342,11 @@ def test_resolve_process_group_finds_a_group_by_its_name(tmp_path) -> None:
 
     if not dist.is_available():
         pytest.skip("this torch is built without torch.distributed")
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    try:
+    with one_rank_group(tmp_path):
         group = dist.group.WORLD
         assert _torch.resolve_process_group(group.group_name) is group
         with pytest.raises(LookupError, match="no process group named 'no such group'"):
             _torch.resolve_process_group("no such group")
-    finally:
-        dist.destroy_process_group()
 
 
 def test_is_functional_collective_knows_the_functional_collectives_ops() -> None:
@@ -414,13 +411,9 @@ def test_c10d_dispatches_torch_function_where_detected(tmp_path) -> None:
             seen.append(getattr(func, "__name__", ""))
             return func(*args, **(kwargs or {}))
 
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    try:
+    with one_rank_group(tmp_path):
         with Mode():
             dist.all_reduce(torch.ones(2))
-    finally:
-        dist.destroy_process_group()
     assert ("all_reduce" in seen) is _torch.C10D_DISPATCHES_TORCH_FUNCTION
 
 
@@ -438,14 +431,10 @@ def test_dtensor_local_is_the_local_shard(tmp_path) -> None:
     except ImportError:  # before torch.distributed.tensor was public
         from torch.distributed._tensor import Shard, distribute_tensor
 
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    try:
+    with one_rank_group(tmp_path):
         sharded = distribute_tensor(torch.arange(4.0), init_device_mesh("cpu", (1,)), [Shard(0)])
         local = _torch.dtensor_local(sharded)
         assert type(local) is torch.Tensor and torch.equal(local, sharded.to_local())
-    finally:
-        dist.destroy_process_group()
 
 
 def test_in_sharding_propagation_keeps_dtensors_shape_finding_out_of_backward_flops(
@@ -469,9 +458,7 @@ def test_in_sharding_propagation_keeps_dtensors_shape_finding_out_of_backward_fl
     loss = model(x).sum()
     with FlopCounterMode(display=False) as plain:  # one rank: the local work is all of it
         loss.backward()
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    try:
+    with one_rank_group(tmp_path):
         model = parallelize_module(model, init_device_mesh("cpu", (1,)),
                                    {"0": ColwiseParallel(), "2": RowwiseParallel()})
         try:
@@ -480,8 +467,6 @@ def test_in_sharding_propagation_keeps_dtensors_shape_finding_out_of_backward_fl
             pytest.skip(f"this torch's tensor parallel cannot run on one rank: {exc!r}")
         with tgr.Recorder(model, backward=True, flops=True) as rec:
             model(x).sum().backward()
-    finally:
-        dist.destroy_process_group()
     # DTensor learns each backward op's output shape by running it on fake tensors of the
     # global shapes, which the FLOP mode sees: counted, they doubled the total
     assert rec.graph.graph["backward_flops"] == plain.get_total_flops()
@@ -515,9 +500,7 @@ def test_fsdp_sharded_params_are_what_each_module_holds_once_resharded(tmp_path)
         from torch.distributed.fsdp import fully_shard
     except ImportError:
         pytest.skip("this torch has no public FSDP2 (torch.distributed.fsdp.fully_shard)")
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    try:
+    with one_rank_group(tmp_path):
         model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
         fully_shard(model[0])
         fully_shard(model)  # the root unit owns model[1]'s parameters
@@ -531,8 +514,6 @@ def test_fsdp_sharded_params_are_what_each_module_holds_once_resharded(tmp_path)
         assert gathered == ["1.weight", "1.bias"]
         assert kept.keys() == held.keys()
         assert all(kept[key] is param for key, param in held.items())
-    finally:
-        dist.destroy_process_group()
 
 
 def test_node_scoped_dispatch_modes_a_mode_pushed_in_a_backward_hook_lasts_that_node() -> None:
@@ -568,15 +549,11 @@ def test_unbox_process_group_gives_the_group_a_dispatched_c10d_op_is_handed(tmp_
             return func(*args, **(kwargs or {}))
 
     assert _torch.unbox_process_group("0") is None
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    try:
+    with one_rank_group(tmp_path):
         with Listening():
             dist.all_reduce(torch.ones(2))
         groups = [found for found in map(_torch.unbox_process_group, handed) if found]
         assert groups == [dist.group.WORLD]
-    finally:
-        dist.destroy_process_group()
 
 
 def test_node_scoped_dispatch_modes_is_checked_unseen_by_a_users_modes() -> None:

@@ -13,18 +13,15 @@ import torchgraphrec as tgr
 from torchgraphrec import _torch
 from torchgraphrec.capture import autograd
 from torchgraphrec.capture.bwdcoll import DISPATCHED
+from helpers import one_rank_group
 
 
 @pytest.fixture
 def one_rank(tmp_path) -> Iterator[None]:
     if not dist.is_available():
         pytest.skip("this torch is built without torch.distributed")
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1),
-                            rank=0, world_size=1)
-    try:
+    with one_rank_group(tmp_path):
         yield
-    finally:
-        dist.destroy_process_group()
 
 
 class Summed(nn.Module):
