@@ -123,6 +123,34 @@ def test_a_pass_through_call_passes_what_comes_after_it() -> None:
     assert graph.has_edge("n-layer:inner#0", add) and not graph.has_edge("n-tensor:0@v0", add)
 
 
+@pytest.mark.parametrize("also_used", [False, True])
+def test_a_model_output_a_pass_through_call_returned_comes_from_that_call(
+        also_used: bool) -> None:
+    # T5's stacks end in final_layer_norm, then an eval-mode Dropout, whose return value
+    # is the model's output: it was drawn from the norm, the Dropout a dead end
+    class Ending(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm, self.drop, self.head = nn.LayerNorm(8), nn.Dropout(0.1), nn.Linear(8, 2)
+
+        def forward(self, x: torch.Tensor) -> object:
+            h = self.drop(self.norm(x))
+            return (h, self.head(h)) if also_used else h
+
+    recording = tgr.record(Ending().eval(), torch.randn(2, 8))
+    [out] = [n for n, a in nodes_of(recording.graph, "tensor").items()
+             if a["role"] == "output" and a["shape"] == (2, 8)]
+    for options in ({}, {"include_tensors": True, "expand_leaves": True}):
+        graph = flow(layout(recording.to_dot(**options)))
+        # the norm's box, or its op where leaves are open
+        norm = ["n-op:layer_norm#0"] if options else ["n-layer:norm#0"]
+        assert list(graph.predecessors(f"n-{out}")) == ["n-layer:drop#0"]
+        assert list(graph.predecessors("n-layer:drop#0")) == norm
+        head = {"n-op:linear#1"} if options else {"n-layer:head#0"}
+        assert set(graph.successors("n-layer:drop#0")) == {f"n-{out}"} | (head if also_used
+                                                                          else set())
+
+
 def test_boxes_show_settings_unless_asked_not_to(resnet: tgr.Recording) -> None:
     nodes = drawn_nodes(layout(resnet.to_dot(depth=None)))
     lines = nodes["n-layer:stem.0#0"]["label"].split("\\n")

@@ -13,7 +13,7 @@ from typing import Any
 import networkx as nx
 
 from torchgraphrec.graph import calls_around
-from torchgraphrec.schema import EdgeKind, NodeKind
+from torchgraphrec.schema import EdgeKind, NodeKind, TensorRole
 
 __all__ = ["pass_through_calls", "wire_pass_through"]
 
@@ -54,15 +54,23 @@ def _edge(graph: nx.DiGraph, source: str, target: str, like: dict[str, Any]) -> 
 
 def _wire(graph: nx.DiGraph, tensor: str, calls: list[str]) -> None:
     """Route ``tensor`` through ``calls`` in turn: each later use takes it from the last
-    call that had ended when it was used."""
+    call that had ended when it was used. Where ``tensor`` is itself one of the model's
+    outputs, which the model returned after every call, its makers feed the first call
+    and the last call feeds it."""
     ends = [graph.nodes[call]["t_end_ns"] for call in calls]
     uses = [(target, attrs) for _, target, attrs in graph.out_edges(tensor, data=True)
             if target not in calls]
-    holder = tensor
+    holders = [tensor]
+    makers = list(graph.in_edges(tensor, data=True))
+    if graph.nodes[tensor].get("role") == TensorRole.OUTPUT.value and makers:
+        graph.remove_edges_from([(source, tensor) for source, _, _ in makers])
+        holders = [source for source, _, _ in makers]
+        _edge(graph, calls[-1], tensor, {**makers[0][2], "t_ns": ends[-1]})
     for call in calls:
         start = graph.nodes[call]
-        _edge(graph, holder, call, {"seq": start["seq"], "t_ns": start["t_start_ns"]})
-        holder = call
+        for holder in holders:
+            _edge(graph, holder, call, {"seq": start["seq"], "t_ns": start["t_start_ns"]})
+        holders = [call]
     for target, attrs in uses:
         later = [call for call, end in zip(calls, ends) if end <= attrs["t_ns"]]
         if later:
