@@ -112,11 +112,13 @@ class SavedBytes:
 
     def _count_saved(self) -> None:
         """Count what was saved since the last count, in the order it was saved (the first
-        op to save a storage has its bytes), and let go of it."""
+        op to save a storage has its bytes), and let go of it: autograd may free it then
+        (what the forward dropped of its own graph), so each storage's record is kept as
+        :meth:`_count_unheld` keeps it."""
         saved, self._saved = self._saved, []
         for index, tensor in saved:
             for storage in storages_of(tensor):
-                self._count(storage, index)
+                self._count_unheld(storage, index)
 
     def of_op(self, index: int) -> Optional[int]:
         """The bytes saved while op ``index`` ran; ``None`` where they were not counted."""
@@ -159,10 +161,10 @@ class SavedBytes:
             self.by_op[index] = self.by_op.get(index, 0) + storage.nbytes()
 
     def _count_unheld(self, storage: Any, index: int) -> None:
-        """:meth:`_count` for a storage the recorder does not hold (the user's pack hook may
-        let it go, and then another storage could take its address and be taken for it): a
-        weak reference keeps the storage's record, and so its address, until the forward
-        ends, without keeping its memory."""
+        """:meth:`_count` for a storage the recorder does not hold, or holds no longer (the
+        user's pack hook may let it go, autograd may free it, and then another storage could
+        take its address and be taken for it): a weak reference keeps the storage's record,
+        and so its address, until the forward ends, without keeping its memory."""
         if storage._cdata not in self.done:
             self._unheld.append(storage_weak_ref(storage))
         self._count(storage, index)

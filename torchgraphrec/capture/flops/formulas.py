@@ -57,7 +57,8 @@ def _cpu_attention(args: tuple, kwargs: dict, out: Any) -> int:
 
 
 def _cpu_attention_backward(args: tuple, kwargs: dict, out: Any) -> int:
-    # as the math backend counts it: the gradients of its two matmuls, twice the forward
+    # the gradients of the math backend's two matmuls, twice the forward: all of query's,
+    # key's and value's, which this kernel computes also where autograd needs only some
     # (torch's formula for the fused GPU kernels adds their recomputation of the scores)
     grad_out, query, key, value = args[:4]
     return 2 * flop_counter.sdpa_flop_count(query.shape, key.shape, value.shape)
