@@ -14,13 +14,13 @@ from torch.nn.modules import module as torch_module
 from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, DisableTorchFunction, \
     autograd_sequence_number, call_kwargs, call_kwargs_readable, call_raised, current_frame, \
     give_call_kwargs, global_pre_hook_takes_kwargs_by_id, graph_task_id, \
-    modules_raised_through, register_global_forward_hook, take_call_kwargs
+    register_global_forward_hook, take_call_kwargs
+from torchgraphrec.capture.callfaults import raised_note, unnested_error
 from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.fastpath import SCRIPTED_TYPES
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, grad_fn_of
-from torchgraphrec.errors import CaptureError
 
 __all__ = ["CallTracker"]
 
@@ -210,20 +210,6 @@ class CallTracker:
             frame = frame.f_back
         return True
 
-    def _not_nested(self, module_index: int) -> Exception:
-        """Why the call of ``module_index`` ends while another is innermost: the other is a
-        call inside it that ended with no hook of torch's, where one is open at all."""
-        stack, calls, table = self.state.stack, self.events.calls, self.state.table
-        if not any(calls[index].module == module_index for index in stack):
-            return RuntimeError("module calls did not nest: a forward hook was skipped")
-        unwound = calls[stack[-1]].module
-        return CaptureError(
-            f"the call of {table.qualnames[unwound]!r} ({table.types[unwound]}) ended without "
-            "its forward hooks: torch runs none when a BaseException that is not an Exception "
-            "(KeyboardInterrupt, SystemExit) leaves a forward, and the model caught this one. "
-            "What ran after it cannot be placed in its calls, so this forward cannot be "
-            "recorded; the model ran as it does unrecorded")
-
     def _close_left_behind(self) -> bool:
         """End the open forward, which no post-hook will end (cut short, or the recorder
         failed): its open calls stay open, as when recording stops mid-forward. Returns
@@ -297,7 +283,7 @@ class CallTracker:
             state, calls = self.state, self.events.calls
             stack = state.stack
             if not stack or calls[stack[-1]].module != module_index:
-                raise self._not_nested(module_index)
+                raise unnested_error(module_index, stack, calls, state.table)
             index = stack.pop()
             call = calls[index]
             call.t_end = t
@@ -379,31 +365,9 @@ class CallTracker:
         if exc is None or exc is self._noted or not hasattr(exc, "add_note"):
             return
         self._noted = exc
-        calls, table = self.events.calls, self.state.table
-        module = calls[index].module
-        index = self._raising_call(exc, index)
-        module = calls[index].module
-        qualname = table.qualnames[module] or "<root>"
-        call_index = sum(1 for other in calls[:index] if other.module == module)
-        note = (f"torchgraphrec: raised in the call of {qualname!r} "
-                f"({table.types[module]}, call_index {call_index})")
+        note = raised_note(exc, index, self.events.calls, self.state.table, self._index_of)
         if note not in getattr(exc, "__notes__", ()):  # a second recorder on the same model
             exc.add_note(note)
-
-    def _raising_call(self, exc: BaseException, index: int) -> int:
-        """The call that raised ``exc``, first seen by the hook of call ``index``: down from
-        it, each call's latest child while the traceback went through that child's module.
-        A hook of the user's that ran after ours raises in a call our hook saw end."""
-        calls = self.events.calls
-        chain = [found for found in map(self._index_of.get, map(id, modules_raised_through(exc)))
-                 if found is not None]
-        for module in chain[1:]:  # the first is the module of call ``index`` itself
-            child = next((i for i in range(len(calls) - 1, index, -1)
-                          if calls[i].parent == index), None)
-            if child is None or calls[child].module != module:
-                break
-            index = child
-        return index
 
     def fail(self, exc: Exception) -> None:
         """Note the recorder's own failure (reported when recording stops); record no more."""
