@@ -21,7 +21,8 @@ from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, top_saved_tensor_h
 from torchgraphrec.capture.structures import flatten_tensors
 from torchgraphrec.recording import backward_loss
 
-__all__ = ["run_plain", "hook_state", "nodes_of", "assert_same_tensors", "one_rank_group"]
+__all__ = ["run_plain", "hook_state", "nodes_of", "assert_same_tensors", "one_rank_group",
+           "drive_capture_clock"]
 
 
 def run_plain(case: Case, backward: bool = False) -> tuple[Any, dict[str, torch.Tensor]]:
@@ -109,3 +110,11 @@ def one_rank_group(folder: Path) -> Iterator[None]:
             dist.destroy_process_group()
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+def drive_capture_clock(monkeypatch: Any, now: Any, costs: Any) -> None:
+    """Make every clock read of the capture's hooks, op handler and clock call ``now``, and
+    its calibrated dispatch costs ``costs`` (a ``calibrate.DispatchCosts``)."""
+    for module in ("calls", "ops", "clock"):  # the capture modules that read the clock
+        monkeypatch.setattr(f"torchgraphrec.capture.{module}._now", now)
+    monkeypatch.setattr("torchgraphrec.capture.capture.dispatch_costs", lambda: costs)

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import torchgraphrec as tgr
+from helpers import drive_capture_clock
 from torchgraphrec.capture import calibrate
 from torchgraphrec.capture.capture import Capture
 
@@ -38,10 +39,8 @@ def driven_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every clock read of the hooks, the handler and the clock returns :data:`NOW`; the
     calibrated costs are 0 but for a Python function's (which no op here is), so that the
     cap (twice the greatest) is 1,000 ns and nothing else is taken off."""
-    for module in ("calls", "ops", "clock"):
-        monkeypatch.setattr(f"torchgraphrec.capture.{module}._now", lambda: NOW[0])
-    costs = calibrate.DispatchCosts(call=0, op=0, python_op=500, pack=0)
-    monkeypatch.setattr("torchgraphrec.capture.capture.dispatch_costs", lambda: costs)
+    drive_capture_clock(monkeypatch, lambda: NOW[0],
+                        calibrate.DispatchCosts(call=0, op=0, python_op=500, pack=0))
     yield
 
 

@@ -10,7 +10,7 @@ import networkx as nx
 import pytest
 
 import torchgraphrec as tgr
-from helpers import fresh, nodes_of
+from helpers import drive_capture_clock, fresh, nodes_of
 from torchgraphrec.export import to_model_explorer, to_trace
 
 
@@ -145,10 +145,7 @@ def ticking_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     from torchgraphrec.capture import calibrate
 
     ticks = itertools.count(10**9, 1_000)
-    for module in ("calls", "ops", "clock"):
-        monkeypatch.setattr(f"torchgraphrec.capture.{module}._now", lambda: next(ticks))
-    monkeypatch.setattr("torchgraphrec.capture.capture.dispatch_costs",
-                        lambda: calibrate.NO_COSTS)
+    drive_capture_clock(monkeypatch, lambda: next(ticks), calibrate.NO_COSTS)
 
 
 def hand_graph(*slices: tuple[str, Optional[str], int, int]) -> nx.DiGraph:
