@@ -482,3 +482,12 @@ def test_a_write_through_data_is_what_the_tensor_is_read_from(mode: str) -> None
     assert [names.get(p) for p in graph.predecessors(add)] == ["mul_"]
     (write,) = graph.predecessors(add)
     assert nx.has_path(graph, next(n for n, name in names.items() if name == "linear"), write)
+
+
+def test_what_the_recorder_keeps_of_data_reads_does_not_grow_with_the_forwards() -> None:
+    model = _WritesThroughData()
+    with tgr.Recorder(model) as rec:
+        for _ in range(5):
+            model(torch.randn(3, 4))
+        # each forward read one .data, which died with it
+        assert len(rec._capture.state.values.data_of) == 1

@@ -225,11 +225,15 @@ class Values:
     def end_forward(self, named: Container[int] = ()) -> None:
         """Forget the forward's values that died, those of the tensors ``named`` (by
         ``id()``: the model's parameters and buffers, which each forward reads from their
-        param node again), and the ops that wrote through views. A later forward that reads
-        a value still alive (a cache a module keeps, the keys and values an attention layer
-        kept for the next token) links to the op that made it."""
+        param node again), the ops that wrote through views, and the ``.data`` tensors that
+        died. A later forward that reads a value still alive (a cache a module keeps, the
+        keys and values an attention layer kept for the next token) links to the op that
+        made it."""
         current = self.current
         for key in [key for key, entry in current.items()
                     if key in named or entry[ENTRY_TENSOR]() is None]:
             del current[key]
         self.writers.clear()
+        data_of = self.data_of  # a .data kept alive may still be written through
+        for key in [key for key, (data, _) in data_of.items() if data() is None]:
+            del data_of[key]
