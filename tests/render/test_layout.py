@@ -145,6 +145,51 @@ def test_auto_depth_opens_every_level_and_a_budget_stops_only_a_huge_drawing(
 
 
 
+def _size(dot: str) -> tuple[float, float]:
+    """A drawing's width and height laid out, in points."""
+    width, height = (float(v) for v in layout(dot)["bb"].split(",")[2:])
+    return width, height
+
+
+def test_auto_depth_stops_where_the_drawing_laid_out_is_too_large() -> None:
+    # a T5's decoder waits on the encoder's output at every level: opened all the way,
+    # the two stand side by side, each as tall as the model (3,714 x 6,669 pt for the
+    # gallery's), under the node budget all the same
+    pytest.importorskip("transformers")
+    from torchgraphrec.render.dot import AUTO_AREA, AUTO_WIDTH
+
+    graph = tgr.record(*fresh("t5")).graph
+    deepest = max(a["depth"] for _, a in graph.nodes(data=True) if a["kind"] == "layer")
+    full_width, full_height = _size(tgr.to_dot(graph, depth=None))
+    assert full_width > AUTO_WIDTH or full_width * full_height > AUTO_AREA
+    assert len(build_view(graph, RenderOptions(depth=None)).nodes) <= 250
+    dot = tgr.to_dot(graph)
+    chosen = next(d for d in range(1, deepest) if tgr.to_dot(graph, depth=d) == dot)
+    width, height = _size(dot)
+    assert width <= AUTO_WIDTH and width * height <= AUTO_AREA
+    assert chosen == deepest - 1  # the deepest that fits: each attention a box
+    assert "T5Attention" in dot and "scaled_dot_product" not in dot
+
+
+def test_auto_depth_asks_whether_a_drawing_fits_deepest_first_and_stops_at_one() -> None:
+    from models import resnet50_like
+
+    graph = tgr.record(*resnet50_like(32)).graph
+    asked: list = []
+
+    def fits(view: Any) -> bool:  # as if only drawings of at most 20 nodes fit
+        asked.append(view.depth)
+        return len(view.nodes) <= 20
+
+    chosen = build_view(graph, RenderOptions(), fits)
+    # the full drawing first, then the levels deepest first, each once, until one fits
+    assert asked[0] is None and asked[1:] == sorted(set(asked[1:]), reverse=True)
+    assert asked[-1] == chosen.depth == 2
+    assert len(chosen.nodes) <= 20 < len(build_view(graph, RenderOptions(depth=3)).nodes)
+    nothing = build_view(graph, RenderOptions(), lambda view: False)
+    assert nothing.depth == 1  # where nothing fits, the shallowest drawing of blocks
+
+
 def _label_box(edge: dict[str, Any]) -> tuple[float, float, float, float]:
     """Where an edge's label is drawn: its text's box around the engine's ``lp``."""
     from torchgraphrec.render.metrics import text_width

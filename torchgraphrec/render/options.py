@@ -57,9 +57,11 @@ class RenderOptions:
     Attributes:
         depth: the deepest module-call level drawn: ``"auto"`` (every level: blocks open to
             their leaf modules, repeats folded; only where that draws more than
-            :data:`~torchgraphrec.render.view.AUTO_NODES` nodes, the deepest level that
-            fits), ``None`` (every level) or a number (calls at that
-            level are drawn as one box).
+            :data:`~torchgraphrec.render.view.AUTO_NODES` nodes, or a drawing that laid
+            out is wider across the flow than :data:`~torchgraphrec.render.dot.AUTO_WIDTH`
+            points or larger than :data:`~torchgraphrec.render.dot.AUTO_AREA`, the deepest
+            level that fits), ``None`` (every level) or a number (calls at that level are
+            drawn as one box).
         include_tensors: draw the tensors that the code drawn open hands to a call: those
             a module's own forward computes between its submodules (the input of ``fc2`` in
             ``fc2(torch.relu(fc1(x)))``) and, with ``expand_leaves``, those the ops inside each

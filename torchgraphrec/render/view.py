@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Callable, Optional
 
 import networkx as nx
 
@@ -19,7 +19,8 @@ from torchgraphrec.render.unshard import INTO, add_unshard
 __all__ = ["View", "build_view", "folder_at", "AUTO_NODES"]
 
 #: ``depth="auto"`` opens every level (blocks to their leaf modules, repeats folded); only
-#: a drawing of more nodes than this stops at the deepest level that fits.
+#: a drawing of more nodes than this, or one its ``fits`` says is too large once laid out,
+#: stops at the deepest level that fits.
 AUTO_NODES = 250
 
 
@@ -74,14 +75,18 @@ class View:
         return found
 
 
-def build_view(graph: nx.DiGraph, options: RenderOptions) -> View:
+def build_view(graph: nx.DiGraph, options: RenderOptions,
+               fits: Callable[[View], bool] = lambda view: True) -> View:
     """The :class:`View` of ``graph`` under ``options``.
 
     ``depth="auto"`` opens every level: each block down to its leaf modules (one box
     each), runs of repeated blocks folded. Only where that draws more than
-    :data:`AUTO_NODES` nodes it picks the deepest level within them that draws every module
-    type one way (a type is not both opened as a cluster and cut into a box), else the
-    deepest level within the budget, at least 1.
+    :data:`AUTO_NODES` nodes, or ``fits`` says no (a drawing too large once laid out, as
+    an encoder-decoder whose decoder waits on the encoder's output at every level), it
+    picks the deepest level within both that draws every module type one way (a type is
+    not both opened as a cluster and cut into a box), else the deepest level within them,
+    at least 1. ``fits`` is asked of the deepest candidates first, and no more once one
+    fits.
     """
     wired = wire_pass_through(graph)
     if options.include_ops != "all":  # FSDP's unshard: one all_gather box per unit
@@ -91,16 +96,18 @@ def build_view(graph: nx.DiGraph, options: RenderOptions) -> View:
     deepest = max((a["depth"] for _, a in graph.nodes(data=True) if a["kind"] == "layer"),
                   default=0)
     full = _build(wired, replace(options, depth=None))
-    if options.expand_leaves or deepest <= 1 or len(full.nodes) <= AUTO_NODES:
+    if options.expand_leaves or deepest <= 1 or \
+            len(full.nodes) <= AUTO_NODES and fits(full):
         return full  # every level: the rule; the budget only stops a huge drawing
     fitting = [_build(wired, replace(options, depth=1))]
     for depth in range(2, deepest + 1):
-        view = _build(wired, replace(options, depth=None if depth == deepest else depth))
+        view = full if depth == deepest else _build(wired, replace(options, depth=depth))
         if len(view.nodes) > AUTO_NODES:
             break
         fitting.append(view)
     uniform = [view for view in fitting if _uniform(view)]
-    return (uniform or fitting)[-1]
+    candidates = [view for view in (uniform or fitting) if view is not full]
+    return next((view for view in reversed(candidates) if fits(view)), fitting[0])
 
 
 def _uniform(view: View) -> bool:

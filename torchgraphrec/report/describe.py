@@ -17,7 +17,8 @@ from typing import Any, Optional
 
 import networkx as nx
 
-from torchgraphrec.render.dot import DotWriter, attr_text
+from torchgraphrec.render.dot import drawn_view
+from torchgraphrec.render.writer import DotWriter, attr_text
 from torchgraphrec.render.edges import MAX_FANOUT
 from torchgraphrec.render.folding import FoldedRun
 from torchgraphrec.render.labels import id_part
@@ -32,7 +33,7 @@ from torchgraphrec.render.scale import TITLES, value_of
 from torchgraphrec.render.sides import old_side, plain
 from torchgraphrec.render.texts import cost_names
 from torchgraphrec.render.unshard import BOX, INTO, add_unshard
-from torchgraphrec.render.view import View, build_view
+from torchgraphrec.render.view import View
 
 __all__ = ["describe", "drawn_graph", "opening_depth", "KIND_LETTERS", "STATUSES"]
 
@@ -50,7 +51,7 @@ def opening_depth(graph: nx.DiGraph, options: RenderOptions) -> Optional[int]:
     >>> opening_depth(rec.graph, RenderOptions()) is None
     True
     """
-    return build_view(graph, options).depth
+    return drawn_view(graph, options).depth
 
 
 def drawn_graph(graph: nx.DiGraph) -> nx.DiGraph:
