@@ -53,15 +53,32 @@ def add_costs(graph: nx.DiGraph) -> nx.DiGraph:
 
 def _sum_up(attrs_of: dict[Any, Attrs], layers: list[tuple[Any, Attrs]], ops: list[Attrs],
             recorded: list[str]) -> dict[str, int]:
-    """Each op's ``recorded`` values into every layer call around it; returns the totals."""
-    for _, attrs in layers:  # a recorded cost is there on every call, 0 where nothing ran
+    """Each op's ``recorded`` values into every layer call around it; returns the totals.
+
+    A value is on every op and call of a forward that counted it, 0 where nothing ran, and
+    on none of a forward that did not: in a ``Recorder``, a forward under ``no_grad``
+    saves nothing for a backward, and its calls read no saved bytes rather than 0. A
+    forward that ran no op reads 0.
+    """
+    roots: dict[Any, Attrs] = {}
+    op_roots = [id(_root(attrs_of, attrs["parent"], roots)) for attrs in ops]
+    counted = {name: {root for attrs, root in zip(ops, op_roots) if name in attrs}
+               for name in recorded}
+    with_ops = set(op_roots)
+    for node, attrs in layers:
+        root = id(_root(attrs_of, node, roots))
         for name in recorded:
-            attrs[name] = 0
+            if root in counted[name] or root not in with_ops:
+                attrs[name] = 0
     totals: dict[str, int] = {}
     chains: dict[Any, list[Attrs]] = {}  # parent id -> the attrs of it and its ancestors
-    for attrs in ops:
+    for attrs, root in zip(ops, op_roots):
         for name in recorded:
-            value = attrs.setdefault(name, 0)
+            value = attrs.get(name)
+            if value is None:
+                if root in counted[name]:
+                    attrs[name] = 0
+                continue
             totals[name] = totals.get(name, 0) + value
             if value:
                 parent = attrs["parent"]
@@ -71,6 +88,23 @@ def _sum_up(attrs_of: dict[Any, Attrs], layers: list[tuple[Any, Attrs]], ops: li
                 for layer in chain:
                     layer[name] += value
     return totals
+
+
+def _root(attrs_of: dict[Any, Attrs], node: Any, roots: dict[Any, Attrs]) -> Attrs:
+    """The attrs of the top call of the forward that layer call ``node`` ran in (``roots``
+    remembers each call's)."""
+    path = []
+    while node not in roots:
+        parent = attrs_of[node]["parent"]
+        if parent is None:
+            roots[node] = attrs_of[node]
+            break
+        path.append(node)
+        node = parent
+    root = roots[node]
+    for passed in path:
+        roots[passed] = root
+    return root
 
 
 def _ancestors(attrs_of: dict[Any, Attrs], parent: Any) -> list[Attrs]:

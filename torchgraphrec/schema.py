@@ -142,9 +142,9 @@ Costs
       (docs/costs.rst). The graph attributes of the same names hold the model's totals.
     * ``saved_bytes`` (int): the bytes autograd saved for the backward while it ran (each
       storage once, at its full size, a sparse tensor's indices and values; the storages of
-      parameters and of the model's inputs not counted), with ``memory=True``, in grad mode.
-      The graph attribute holds the total: what a training step keeps between forward and
-      backward.
+      parameters and of the model's inputs not counted), with ``memory=True``, in grad mode:
+      a ``Recorder``'s forward under ``no_grad`` has none on its ops and calls. The graph
+      attribute holds the total: what a training step keeps between forward and backward.
     * ``forward_ms`` and ``self_ms`` (float): the recorded forward's time, inclusive, and
       excluding the calls and ops inside; ``backward_ms`` (float) where a backward was
       recorded. Times leave the recorder's own work out: an op's is its call alone, a

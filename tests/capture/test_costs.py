@@ -6,6 +6,7 @@ import collections
 import contextlib
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import torch
@@ -307,6 +308,41 @@ def test_under_no_grad_nothing_is_saved_and_sizes_and_times_are_there() -> None:
     fc = graph.nodes["layer:fc#0"]
     assert fc["param_bytes"] == 4 * fc["num_params"]
     assert fc["output_bytes"] == 4 * 2 * 10
+
+
+@pytest.mark.needs("saved_bytes")
+def test_a_recorders_forward_under_no_grad_reads_no_saved_bytes_and_its_flops() -> None:
+    # its calls read 0 saved bytes, as if counted: a forward under no_grad saves nothing
+    # for a backward, and nothing was counted there
+    model, args, kwargs = fresh("resnet_like")
+    with tgr.Recorder(model, memory=True, flops=True) as recorder:
+        with torch.no_grad():
+            model(*args, **kwargs)
+        model(*args, **kwargs)
+    graph = recorder.recording.graph
+    alone = tgr.record(model, args, kwargs, memory=True, flops=True).graph
+    forwards = collections.defaultdict(list)  # top call -> its calls and ops, in order
+    for node, attrs in sorted(graph.nodes(data=True), key=lambda item: item[1]["seq"]):
+        if attrs["kind"] in ("layer", "op"):
+            forwards[_forward_of(graph, node)].append(attrs)
+    one = [a for _, a in sorted(alone.nodes(data=True), key=lambda item: item[1]["seq"])
+           if a["kind"] in ("layer", "op")]
+    under_no_grad, with_grad = forwards.values()
+    assert [a["label"] for a in under_no_grad] == [a["label"] for a in with_grad] == \
+        [a["label"] for a in one]
+    assert not any("saved_bytes" in attrs for attrs in under_no_grad)
+    # as a recording of that forward alone reads them
+    assert [a["saved_bytes"] for a in with_grad] == [a["saved_bytes"] for a in one]
+    assert [a["flops"] for a in under_no_grad] == [a["flops"] for a in one]
+    assert graph.graph["saved_bytes"] == alone.graph["saved_bytes"] > 0
+    assert graph.graph["flops"] == 2 * alone.graph["flops"] > 0
+
+
+def _forward_of(graph: Any, node: str) -> str:
+    """The top call of the forward ``node`` ran in."""
+    while graph.nodes[node]["parent"] is not None:
+        node = graph.nodes[node]["parent"]
+    return node
 
 
 def test_backward_times_and_flops_go_to_the_op_whose_backward_ran() -> None:
