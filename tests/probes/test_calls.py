@@ -110,8 +110,25 @@ def test_a_reentrant_checkpoint_warns_that_its_gradients_are_not_recorded() -> N
     # once, at the user's line (torch 2.4's checkpoint adds warnings of its own)
     ours = [w for w in caught if str(w.message).startswith("torchgraphrec")]
     assert len(ours) == 1 and ours[0].filename == __file__
-    with pytest.raises(KeyError, match=r"nothing was recorded for .*block\.a.*grad_output"):
-        rec["block.a", "grad_output"]
+    assert rec["block.a", "grad_output"] == [None, None]  # each call in its place, unseen
+
+
+def test_an_evaluation_under_no_grad_is_no_sign_of_a_reentrant_checkpoint() -> None:
+    # a module that a forward under no_grad saw without gradients was taken, for the rest
+    # of the block, for one inside a reentrant checkpoint, whose recomputation in the
+    # backward then warned under a non-reentrant checkpoint
+    torch.manual_seed(0)
+    model, x = _Checkpointed(reentrant=False), torch.randn(2, 4, requires_grad=True)
+    expected = _grad_of_block_a(model, x)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="torchgraphrec")
+        with tgr.Recorder(model, probes=[tgr.probe("grad_output", where=S.name("block.a"),
+                                                   keep="full")]) as rec:
+            with torch.no_grad():
+                model(x)
+            model(x).sum().backward()
+    evaluation, training = rec["block.a", "grad_output"]
+    assert evaluation is None and torch.equal(training, expected)
 
 
 def test_a_non_reentrant_checkpoint_records_gradients_without_a_warning() -> None:

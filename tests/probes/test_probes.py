@@ -458,6 +458,60 @@ def test_a_statistic_failing_at_a_forward_site_is_reported_after_the_block(site:
     assert hook_state(model) == before
 
 
+@pytest.mark.parametrize("site", ["param_grad", "param_update"])
+def test_a_statistic_failing_at_a_training_site_is_reported_after_the_block(site: str) -> None:
+    # param_update's failure came out of rec.step() in the first step, its hooks left on
+    model, x = _mlp(False), torch.randn(2, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    before, steps = hook_state(model), 0
+    with pytest.raises(tgr.CaptureError, match="bad statistic"):
+        with tgr.Recorder(model, probes=[tgr.probe(site, where=S.name("0"), keep=_broken)]) \
+                as rec:
+            for _ in range(3):
+                backward_loss(model(x)).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                rec.step()
+                steps += 1
+    assert steps == 3
+    assert hook_state(model) == before
+
+
+def test_a_parameter_unfrozen_inside_the_block_has_its_gradients_recorded() -> None:
+    # gradual unfreezing: only the parameters that required grad as the block began were
+    # hooked, so the first layer's gradients were never recorded with every=1
+    torch.manual_seed(0)
+    model = _mlp(False)
+    model[0].requires_grad_(False)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches, expected = [torch.randn(2, 4) for _ in range(3)], []
+    probe = tgr.probe("param_grad", where=S.name("^0$"), keep="full")
+    with tgr.Recorder(model, probes=[probe]) as rec:
+        for step, x in enumerate(batches):
+            if step == 1:
+                model[0].requires_grad_(True)
+            backward_loss(model(x)).backward()
+            if model[0].weight.grad is not None:
+                expected.append(model[0].weight.grad.clone())
+            optimizer.step()
+            optimizer.zero_grad()
+            rec.step()
+    recorded = [entry["weight"] for entry in rec["0", "param_grad"]]
+    assert len(recorded) == len(expected) == 2
+    assert all(torch.equal(r, e) for r, e in zip(recorded, expected))
+
+
+def test_a_module_whose_every_call_had_no_gradient_reads_none_for_each() -> None:
+    model = _mlp(False)
+    with tgr.Recorder(model, probes=[tgr.probe("grad_output", keep="l2")]) as rec:
+        with torch.no_grad():
+            model(torch.randn(2, 4))
+            model(torch.randn(2, 4))
+    assert rec["0", "grad_output"] == [None, None]
+    with pytest.raises(KeyError, match=r"nothing was recorded for \('9', 'grad_output'\)"):
+        rec["9", "grad_output"]
+
+
 def test_extremes_of_an_empty_batch_are_nan_and_the_forward_completes() -> None:
     model = _mlp(False)
     with tgr.Recorder(model, probes=[tgr.probe("output", where=S.name("0"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy
 import pytest
 import torch
 
@@ -89,3 +90,43 @@ def test_norms_past_the_square_of_float32s_range_are_finite(dtype: torch.dtype) 
     assert float(stats.l2(values)) == pytest.approx(float(exact), rel=1e-6)
     assert float(stats.rms(values)) == pytest.approx(float(exact) / math.sqrt(3), rel=1e-6)
     assert float(stats.l2(torch.tensor([1e20, math.inf]))) == math.inf  # a real inf stays
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_a_histogram_of_any_float_type_counts_every_value_as_float64_bins_do(
+        dtype: torch.dtype) -> None:
+    # counted in the tensor's own type, float16's range (max - min) overflowed to inf and
+    # every bin read 0 or 4096, bfloat16's counts stopped at 256 apart
+    torch.manual_seed(0)
+    values = (torch.rand(100_000) * 2 - 1) * (60_000 if dtype == torch.float16 else 1e6)
+    values = values.to(dtype)
+    numbers = values.double().numpy()
+    expected, _ = numpy.histogram(numbers, bins=16, range=(numbers.min(), numbers.max()))
+    counts = stats.hist(values)
+    assert counts.sum().item() == 100_000
+    assert counts.tolist() == expected.tolist()
+
+
+def test_a_histogram_of_a_tensor_without_data_reads_nan_in_every_bin() -> None:
+    counts = stats.hist(torch.zeros(8, device="meta"), bins=4)
+    assert counts.shape == (4,) and not stats.holds_data(counts)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_norms_of_values_whose_squares_underflow_float32_are_not_zero(
+        dtype: torch.dtype) -> None:
+    # a vanishing gradient: the squares of values near 1e-25 are below float32's least
+    torch.manual_seed(0)
+    values = (torch.randn(1000) * 1e-25).to(dtype)
+    exact = math.sqrt(sum(v * v for v in values.double().tolist()))
+    assert float(stats.l2(values)) == pytest.approx(exact, rel=1e-5, abs=0)
+    assert float(stats.rms(values)) == pytest.approx(exact / math.sqrt(1000), rel=1e-5, abs=0)
+    assert float(stats.l2(torch.zeros(3))) == 0.0
+
+
+def test_two_statistics_of_one_name_in_a_keep_are_refused() -> None:
+    # they were folded into one record: rec[...] had two entries per call
+    with pytest.raises(ValueError, match=r"keep names '<lambda>' twice"):
+        stats.keepers([lambda t: t.mean(), lambda t: t.abs().max()])
+    with pytest.raises(ValueError, match=r"keep names 'mean' twice"):
+        stats.keepers(["mean", torch.mean])

@@ -76,12 +76,14 @@ class ProbeEngine:
         self._open: list[Open] = []
         remembers = any(isinstance(k, Cosine) for p in probes for k in p.keepers)
         self._positions = Positions() if remembers else None  # only cosine reads them
-        self._gradless: set[int] = set()  # modules whose gradients a forward had none to hook
+        #: modules whose gradients their last forward had none to hook
+        self._gradless: set[int] = set()
         self._warned_reentrant = False
         self._handles: list[Any] = []
         self._tensor_handles: list[Any] = []  # this step's gradient hooks
         self._previous: dict[tuple[str, str], torch.Tensor] = {}
         self._lazy: set[int] = set()  # modules whose parameters are hooked once materialized
+        self._grad_hooked: dict[int, set[str]] = {}  # module -> its parameters hooked for grads
         self._thread = -1
         self._quiet = Unseen()
         #: under DDP, param_grad is read once the backward is over (DDP averages the
@@ -202,6 +204,9 @@ class ProbeEngine:
         self._counts[module_index] = call_index + 1
         self._open.append((module_index, call_index, kwargs))
         by_site = self._by_site
+        if (module_index, "param_grad") in by_site and module_index not in self._lazy:
+            module = self.table.modules[module_index]
+            self._hook_trainable(module_index, list(module.named_parameters(recurse=False)))
         if (module_index, "input") not in by_site and (module_index, "grad_input") not in by_site:
             return
         inputs = tensors_with_paths(args, "args") + tensors_with_paths(kwargs, "kwargs")
@@ -268,7 +273,9 @@ class ProbeEngine:
                 hook = self._grad_hook(probes, self._seen(module_index, call_index, site, path), at)
                 self._tensor_handles.append(tensor.register_hook(hook))
                 hooked = True
-        if not hooked and tensors and not torch.is_grad_enabled():
+        if hooked:  # an earlier forward under no_grad (an evaluation) is no sign of one
+            self._gradless.discard(module_index)
+        elif tensors and not torch.is_grad_enabled():
             self._gradless.add(module_index)  # no_grad, or a reentrant checkpoint's forward
 
     def _grad_hook(self, probes: list[Probe], seen: Observation, at: Optional[int]) -> Any:
@@ -295,12 +302,20 @@ class ProbeEngine:
         self._lazy.discard(module_index)
         probes = self.by_module[module_index]
         if any(p.site == "param_grad" for p in probes):
-            for name, param in own:
-                if param.requires_grad:
-                    self._handles.append(param.register_post_accumulate_grad_hook(
-                        self._param_grad_hook(module_index, name)))
+            self._hook_trainable(module_index, own)
         if any(p.site == "param_update" for p in probes):
             self._snapshot(module_index, module)
+
+    def _hook_trainable(self, module_index: int, own: list[tuple[str, nn.Parameter]]) -> None:
+        """Hook the gradients of those of a module's parameters that require one and are not
+        hooked yet (a parameter unfrozen inside the block is hooked at its module's next
+        call)."""
+        hooked = self._grad_hooked.setdefault(module_index, set())
+        for name, param in own:
+            if param.requires_grad and name not in hooked:
+                hooked.add(name)
+                self._handles.append(param.register_post_accumulate_grad_hook(
+                    self._param_grad_hook(module_index, name)))
 
     def _param_grad_hook(self, module_index: int, name: str) -> Any:
         def hook(param: torch.Tensor) -> None:
@@ -347,8 +362,8 @@ class ProbeEngine:
         where it records, with nothing attached where it does not (see ``every``); only
         while the Recorder's block runs (the parameters' snapshots are of its last step)."""
         if self.step % self.every == 0:
-            with self._quiet:
-                self._record_updates()
+            with self._quiet:  # a failing statistic is raised when the block ends, as ever
+                self._keeping_failures(self._record_updates)
         self.step += 1
         self._counts.clear()
         if self._positions is not None:
@@ -388,6 +403,7 @@ class ProbeEngine:
 
     def _unhook(self) -> None:
         self._hooked = False
+        self._grad_hooked.clear()
         self._release_tensor_hooks()
         while self._handles:
             self._handles.pop().remove()

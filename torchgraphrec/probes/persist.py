@@ -13,8 +13,8 @@ from torch.utils._pytree import tree_map
 
 from torchgraphrec.graph import from_json, to_json
 from torchgraphrec.probes.reduce import Reducer
-from torchgraphrec.probes.store import FRAME_COLUMNS, Observation, SlotKey, Store, holds_data, \
-    table_of
+from torchgraphrec.probes.stats import holds_data
+from torchgraphrec.probes.store import FRAME_COLUMNS, Observation, SlotKey, Store, table_of
 from torchgraphrec.files import write_atomic
 
 __all__ = ["save", "load", "Records"]

@@ -3,8 +3,8 @@
 Each statistic maps a tensor to a tensor (a 0-d one for scalars) and never changes its input.
 Integer and bool tensors are read as floats. Scalars are computed and answered in float32 or
 better (a float16 or bfloat16 tensor's sums and squares overflow or round in its own type);
-a norm whose squares overflow float32 is computed again scaled by the largest magnitude, on
-the CPU (elsewhere that check would wait for the device). A statistic is *undefined* where it
+a norm whose squares overflow or vanish in float32 is computed again scaled by the largest
+magnitude, on the CPU (elsewhere that check would wait for the device). A statistic is *undefined* where it
 has no value: of an empty tensor (``mean``, ``std``, ``min``, ``max``, ``absmax``, ``rms``,
 ``nonzero``, ``dead``), ``std`` of one element; its value then reads ``nan``, and reductions
 over calls leave it out (see :class:`Keeper`).
@@ -28,7 +28,7 @@ import torch
 
 __all__ = ["STATS", "Stat", "Keeper", "Cosine", "Custom", "keepers", "undefined", "full",
            "full_on", "mean", "std", "min", "max", "absmax", "l2", "rms", "nonzero", "dead",
-           "hist"]
+           "hist", "holds_data"]
 
 Stat = Callable[[torch.Tensor], Any]
 
@@ -101,12 +101,15 @@ def absmax(tensor: torch.Tensor) -> torch.Tensor:
 def _norm(tensor: torch.Tensor, divisor: float = 1.0) -> torch.Tensor:
     """The 2-norm over ``divisor``. float16's largest value is 65504: the squares of a few
     hundred activations of a few hundred overflow it, so half types are summed in float32;
-    float32's squares overflow past about 1.8e19, where the CPU's norm is computed again,
-    scaled (a plain tensor's: a FakeTensor's value cannot be read)."""
+    float32's squares overflow past about 1.8e19 and vanish below about 1e-23 (a vanishing
+    gradient would read 0), where the CPU's norm is computed again, scaled (a plain
+    tensor's: a FakeTensor's value cannot be read)."""
     values = _float(tensor)
     norm = torch.linalg.vector_norm(values, dtype=_wide(values.dtype))
-    if type(norm) is torch.Tensor and norm.is_cpu and math.isinf(norm.item()):
-        return _scaled_norm(values, divisor)
+    if type(norm) is torch.Tensor and norm.is_cpu:
+        found = norm.item()
+        if math.isinf(found) or found == 0.0 and bool(values.any()):
+            return _scaled_norm(values, divisor)
     return norm / divisor
 
 
@@ -145,13 +148,33 @@ def dead(tensor: torch.Tensor) -> torch.Tensor:
 def hist(tensor: torch.Tensor, bins: int = 16) -> torch.Tensor:
     """Counts in ``bins`` equal bins between the least and the greatest finite value (an
     activation that overflowed to inf, or a nan, is left out rather than failing the
-    recording; all zeros where none is finite).
+    recording; all zeros where none is finite), binned and counted in float64: a float16's
+    range overflows its own type, a bfloat16's counts stop at 256, and float32's round
+    past 2**24. A tensor without data (meta, a ``FakeTensor``) reads ``nan`` in every bin.
 
     >>> hist(torch.tensor([0.0, 1.0, float("inf"), float("nan")]), bins=2).tolist()
     [1.0, 1.0]
+    >>> hist(torch.tensor([-60000.0, 60000.0], dtype=torch.float16), bins=2).tolist()
+    [1.0, 1.0]
     """
-    values = _ordered(tensor).cpu()
+    values = _ordered(tensor)
+    if not holds_data(values):
+        return values.new_full((bins,), math.nan, dtype=torch.float64)
+    values = values.to("cpu", torch.float64)
     return torch.histc(values[values.isfinite()], bins=bins)
+
+
+def holds_data(value: torch.Tensor) -> bool:
+    """Whether ``value`` has data to read: a meta tensor has none, nor has a ``FakeTensor``
+    (a meta tensor underneath, whatever device it reports).
+
+    >>> holds_data(torch.zeros(1)), holds_data(torch.zeros(1, device="meta"))
+    (True, False)
+    """
+    try:
+        return value.untyped_storage().device.type != "meta"
+    except (RuntimeError, NotImplementedError):  # a subclass without storage of its own
+        return True
 
 
 STATS: dict[str, Stat] = {
@@ -320,4 +343,10 @@ def keepers(keep: Union[str, Stat, Sequence[Union[str, Stat]]]) -> list[Keeper]:
         else:
             raise ValueError(f"unknown statistic: {item!r} (must be a callable or one of "
                              f"{sorted([*STATS, 'cosine'])})")
+    names = [keeper.name for keeper in found]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:  # a statistic's name keys its records: two would be folded into one
+        raise ValueError(f"keep names {twice[0]!r} twice: a statistic's name keys its "
+                         f"records, so give each callable a name of its own (a def, not "
+                         f"a lambda or a functools.partial)")
     return found

@@ -11,10 +11,10 @@ from torchgraphrec.errors import warn
 from torchgraphrec.probes.probe import Probe
 from torchgraphrec.probes.reduce import OTHER_SHAPE, Entries, Reducer, Reduction, make_reducer, \
     nbytes_of
-from torchgraphrec.probes.stats import Keeper, undefined
+from torchgraphrec.probes.stats import Keeper, holds_data, undefined
 from torchgraphrec.probes.shards import local_shard
 
-__all__ = ["Observation", "SlotKey", "Store", "table_of", "holds_data", "FRAME_COLUMNS"]
+__all__ = ["Observation", "SlotKey", "Store", "table_of", "FRAME_COLUMNS"]
 
 FRAME_COLUMNS = ["epoch", "step", "module", "type", "call_index", "site", "path", "stat", "value"]
 
@@ -191,6 +191,9 @@ class Store:
         """What was kept for ``module`` at ``site``: see ``Recorder.__getitem__``."""
         slots = self.reducers.get((module, site))
         if not slots:
+            reserved = self.positions.get((module, site))
+            if reserved:  # calls kept in place whose gradient never came: None each
+                return [None] * len(reserved)
             known = sorted({f"{m!r}, {s!r}" for (m, s), kept in self.reducers.items() if kept})
             raise KeyError(f"nothing was recorded for ({module!r}, {site!r}); recorded: "
                            f"{known[:10]}")
@@ -259,19 +262,6 @@ class Store:
         if self.rank is not None:
             table.insert(0, "rank", self.rank)
         return table
-
-
-def holds_data(value: torch.Tensor) -> bool:
-    """Whether ``value`` has data to read: a meta tensor has none, nor has a ``FakeTensor``
-    (a meta tensor underneath, whatever device it reports).
-
-    >>> holds_data(torch.zeros(1)), holds_data(torch.zeros(1, device="meta"))
-    (True, False)
-    """
-    try:
-        return value.untyped_storage().device.type != "meta"
-    except (RuntimeError, NotImplementedError):  # a subclass without storage of its own
-        return True
 
 
 def _first_probe_wins(slots: dict[SlotKey, Reducer]) -> dict[tuple[str, str], Any]:
