@@ -50,12 +50,14 @@ def _values(plan: Plan, data: str) -> dict[str, float]:
     inside it) lends its value to the node inside it that produced its output, but only
     where no node inside has a value yet, innermost call first: a value recorded on calls
     only (a probe statistic) shows on the op that made the call's output, and an
-    inclusive one (``num_params``) is not counted twice. A module's parameters
-    (``params``, ``num_params``...) count at its first call only: a later call of it
-    lends nothing, and the calls around that one count as holding a value."""
+    inclusive one is not counted twice. A module's parameters (``params``,
+    ``num_params``...) are placed as :func:`_place_parameters` says."""
     graph = plan.graph
     read = {n: value_of(a, data) for n, a in graph.nodes(data=True) if plan.is_node(n)}
     values = {n: value for n, value in read.items() if value is not None}
+    if data in _PER_MODULE:
+        _place_parameters(plan, data, values)
+        return values
     covered: set[str] = set()
     for node in values:
         _mark_calls(graph, node, covered)
@@ -63,15 +65,66 @@ def _values(plan: Plan, data: str) -> dict[str, float]:
         value = value_of(graph.nodes[call], data)
         if call in covered or value is None:
             continue
-        if data in _PER_MODULE and graph.nodes[call]["call_index"] > 0:
-            _mark_calls(graph, call, covered)  # counted at the module's first call
-            continue
         found = _output_source(plan, call)
         if found is not None and found not in values and call in calls_around(graph, found):
             values[found] = value
             covered.add(call)
             _mark_calls(graph, call, covered)
     return values
+
+
+def _place_parameters(plan: Plan, data: str, values: dict[str, float]) -> None:
+    """Add to ``values`` what a module's parameters hold that no node inside its call holds
+    yet (param nodes hold their own), at its first call, innermost call first: on a node
+    drawn right in the call (the parameters of a module it never called, a weight read as
+    ``F.linear(x, self.proj.weight)``), else on the one that made its output. A later call
+    of a module adds nothing, and counts as holding its value in the calls around it (a
+    module shared by an encoder and a decoder): every parameter is counted once, and Model
+    Explorer's total at the top is the model's own."""
+    graph = plan.graph
+    held: dict[str, float] = {}  # call -> what the nodes inside it hold
+    direct: dict[str, list[str]] = {}  # call -> the nodes drawn right in it, in order
+    for node in sorted(values, key=lambda n: graph.nodes[n]["seq"]):
+        _hold(graph, node, values[node], held)
+        if graph.nodes[node]["kind"] == "layer" and graph.nodes[node]["call_index"] > 0:
+            del values[node]  # a later call drawn as a node: held, not counted again
+    for node, attrs in sorted(graph.nodes(data=True), key=lambda item: item[1]["seq"]):
+        if plan.is_node(node) and attrs["parent"] is not None:
+            direct.setdefault(attrs["parent"], []).append(node)
+    for call in sorted(plan.groups, key=lambda n: -graph.nodes[n]["depth"]):
+        attrs = graph.nodes[call]
+        value = value_of(attrs, data)
+        if value is None:
+            continue
+        if attrs["call_index"] > 0:  # counted at the module's first call
+            _hold(graph, call, value, held)
+            continue
+        rest = value - held.get(call, 0)
+        if rest <= 0:
+            continue
+        target = _holder(plan, call, direct.get(call, []))
+        if target is not None:
+            values[target] = values.get(target, 0) + rest
+            _hold(graph, target, rest, held)
+
+
+def _hold(graph: nx.DiGraph, node: str, value: float, held: dict[str, float]) -> None:
+    """Count ``value`` as held inside each call around ``node``."""
+    for call in calls_around(graph, node):
+        held[call] = held.get(call, 0) + value
+
+
+def _holder(plan: Plan, call: str, direct: list[str]) -> Optional[str]:
+    """The node a call's own parameters go on: the one that made its output where it is
+    drawn right in the call, else the first op drawn there, else any node drawn there,
+    else the one that made its output (in a call of its own)."""
+    source = _output_source(plan, call)
+    if source is not None and source in direct:
+        return source
+    ops = [n for n in direct if plan.graph.nodes[n]["kind"] == "op"]
+    if ops or direct:
+        return (ops or direct)[0]
+    return source if source is not None and call in calls_around(plan.graph, source) else None
 
 
 def _output_source(plan: Plan, call: str) -> Optional[str]:
