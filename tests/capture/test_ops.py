@@ -484,6 +484,47 @@ def test_a_write_through_data_is_what_the_tensor_is_read_from(mode: str) -> None
     assert nx.has_path(graph, next(n for n, name in names.items() if name == "linear"), write)
 
 
+class _WritesThroughDetached(nn.Module):
+    """``detach()`` shares its source's memory and version counter, but is no view of it
+    (no ``_base``): a write through one is a new value of the other."""
+
+    def __init__(self, way: str) -> None:
+        super().__init__()
+        self.fc, self.way = nn.Linear(4, 4), way
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.way == "input":
+            x.detach().mul_(2)
+            return x + 1
+        y = self.fc(x)
+        detached = y.detach()
+        if self.way == "through the detached":
+            detached[:, 0].add_(1)  # through a view of it, too
+            return y * 2
+        y.add_(1)
+        return detached * 2
+
+
+@pytest.mark.parametrize("mode", list(GRAD_MODES))
+@pytest.mark.parametrize("way", ["through the detached", "read from the detached", "input"])
+def test_a_write_through_a_detached_tensor_is_what_its_source_is_read_from(
+        mode: str, way: str) -> None:
+    # the last op read a made-up constant with no producer: the writer was filed under the
+    # tensor written, found by the other only through a _base
+    x = torch.randn(3, 4)
+    with GRAD_MODES[mode]():
+        graph = tgr.record(_WritesThroughDetached(way), x.clone()).graph
+    tgr.validate(graph)
+    ops = nodes_of(graph, "op")
+    last = max(ops, key=lambda node: ops[node]["seq"])
+    writes = {"input": "mul_", "through the detached": "add_", "read from the detached": "add_"}
+    assert [ops[p]["name"] for p in graph.predecessors(last) if p in ops] == [writes[way]]
+    assert not [n for n, a in nodes_of(graph, "tensor").items() if a["role"] == "constant"]
+    first = "detach" if way == "input" else "linear"
+    (start,) = (n for n, a in ops.items() if a["name"] == first)
+    assert nx.has_path(graph, start, last)
+
+
 def test_what_the_recorder_keeps_of_data_reads_does_not_grow_with_the_forwards() -> None:
     model = _WritesThroughData()
     with tgr.Recorder(model) as rec:

@@ -26,6 +26,7 @@ __all__ = ["OpMode", "OpRecorder", "dispatch_half", "leave_stack"]
 
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
+_ALIASES = frozenset({"data", "detach"})
 _now = time.perf_counter_ns
 _ref = weakref.ref
 _autograd_number: Callable[[], int] = autograd_sequence_number
@@ -308,8 +309,8 @@ class OpRecorder:
             ops.append((name, call, seq, t0, t1, refs, plain, plain_kwargs, shape,
                         first.dtype, None if grad_fn is None else type(grad_fn).__name__, number,
                         t0 if seq_before == seq - 1 else t1, func))
-            if name == "data" and first is out:  # x.data: a new tensor at each read
-                self._values.note_data(out, args[0])
+            if name in _ALIASES and first is out:  # x.data, x.detach(): a new tensor on x's
+                self._values.note_alias(name, out, args[0])  # memory, no view of it
             return out
         except Exception as exc:  # a recorder bug must never break the user's forward
             self._known = _NO_OPS  # from now on every call passes through

@@ -122,10 +122,12 @@ class Values:
     per base tensor, which op last changed it, since a base and its views share one
     version counter. ``x.data`` shares ``x``'s memory but keeps a version counter of its
     own: ``data_of`` remembers whose ``.data`` each is, so that a write through it is
-    ``x``'s too.
+    ``x``'s too. ``x.detach()`` shares ``x``'s memory and version counter without being a
+    view of it (no ``_base``): ``detached`` remembers whose memory each detached tensor
+    is, so that a write through either is found by a read of the other.
     """
 
-    __slots__ = ("current", "writers", "data_of", "numbers", "read")
+    __slots__ = ("current", "writers", "data_of", "detached", "numbers", "read")
 
     def __init__(self) -> None:
         self.current: dict[int, Entry] = {}
@@ -133,6 +135,8 @@ class Values:
         self.writers: dict[int, tuple[Any, int, Ref]] = {}
         #: id(x.data) -> (its weak reference, x's)
         self.data_of: dict[int, tuple[Any, Any]] = {}
+        #: id(x.detach()) -> (its weak reference, one to the memory it shares with x)
+        self.detached: dict[int, tuple[Any, Any]] = {}
         self.numbers = 0
         #: reads a tensor's version: the attribute itself, which raises for an inference
         #: tensor, until one is seen (:meth:`read_safely`)
@@ -156,7 +160,7 @@ class Values:
 
     def written(self, tensor: torch.Tensor, version: int, entry: Entry) -> Optional[Entry]:
         """The entry for a version made by an in-place change through a view or a base."""
-        memory = memory_of(tensor)
+        memory = self.memory_of(tensor)
         writer = self.writers.get(id(memory))
         if writer is None or writer[ENTRY_TENSOR]() is not memory or \
                 writer[ENTRY_VERSION] != version:
@@ -181,15 +185,30 @@ class Values:
         self.set(tensor, version, ref, number)
         # at the version given, which an ATen-level write reaches only after its handler;
         # a collective's write, which moves no counter, is given as -1: at the version now
-        memory = memory_of(tensor)
+        memory = self.memory_of(tensor)
         self.writers[id(memory)] = (weakref.ref(memory),
                                     version if version >= 0 else version_of(tensor), ref)
         if self.data_of:
             self._written_through_data(tensor, ref)
 
-    def note_data(self, data: torch.Tensor, tensor: torch.Tensor) -> None:
-        """Remember that ``data`` is ``tensor.data``."""
-        self.data_of[id(data)] = (weakref.ref(data), weakref.ref(tensor))
+    def memory_of(self, tensor: torch.Tensor) -> Any:
+        """:func:`memory_of`, where a detached tensor's is that of what it was detached
+        from."""
+        memory = memory_of(tensor)
+        if self.detached:
+            found = self.detached.get(id(memory))
+            if found is not None and found[0]() is memory:
+                shared = found[1]()
+                return memory if shared is None else shared
+        return memory
+
+    def note_alias(self, name: str, alias: torch.Tensor, tensor: torch.Tensor) -> None:
+        """Remember that ``alias`` is ``tensor.data`` (``name`` ``"data"``) or
+        ``tensor.detach()`` (``"detach"``)."""
+        if name == "data":
+            self.data_of[id(alias)] = (weakref.ref(alias), weakref.ref(tensor))
+        elif not tensor.is_inference():  # an inference tensor's memory is its storage
+            self.detached[id(alias)] = (weakref.ref(alias), weakref.ref(self.memory_of(tensor)))
 
     def _written_through_data(self, written: torch.Tensor, ref: Ref) -> None:
         """Where ``written`` is some ``x.data``, ``x``'s value is ``ref``'s too: a new value
@@ -234,6 +253,6 @@ class Values:
                     if key in named or entry[ENTRY_TENSOR]() is None]:
             del current[key]
         self.writers.clear()
-        data_of = self.data_of  # a .data kept alive may still be written through
-        for key in [key for key, (data, _) in data_of.items() if data() is None]:
-            del data_of[key]
+        for aliases in (self.data_of, self.detached):  # one kept alive may still be written
+            for key in [key for key, (alias, _) in aliases.items() if alias() is None]:
+                del aliases[key]
