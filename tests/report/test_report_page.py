@@ -161,6 +161,26 @@ def test_search_finds_the_boxes_the_view_can_show_and_steps_through_them(browser
     assert loaded.problems == []
 
 
+def test_search_reads_what_the_page_shows_never_node_ids(browser, recording, report) -> None:
+    # node ids matched too: "layer" found every call (layer:...), "op" every op, "v0"
+    # every tensor, "0" every first call (#0)
+    graph = recording.graph
+    later = [n for n, a in graph.nodes(data=True) if a["kind"] == "layer" and a["call_index"] > 0]
+    relu = graph.nodes[later[0]]
+    with loaded_report(browser, report) as loaded:
+        page = loaded.page
+        act(page, page.locator(f'{ROOT} .tgr-opt[data-opt="tensors"]').click)
+        search = page.locator(f"{ROOT} .tgr-search")
+        for query in ("layer:", "op:", "@v0", "#0"):
+            search.fill(query)
+            assert state(page)["count"] == "0 matches", query
+        search.fill(f"{relu['qualname']}#{relu['call_index']}")  # a later call, as titled
+        search.press("Enter")
+        settle(page)
+        assert state(page)["selected"] == later[0]
+    assert loaded.problems == []
+
+
 def test_details_speak_to_a_person(browser, report) -> None:
     with loaded_report(browser, report) as loaded:
         page = loaded.page

@@ -14,7 +14,10 @@ function tgrMatches(R, query) {
   for (let i = 0; i < D.ids.length; i++) {
     if (!shown[D.kind[i]] || (D.kind[i] === "O" && state.ops === true && R.P.isLayout[i])) continue;
     const attrs = info[i] || {};
-    const fields = [D.ids[i], attrs.label, attrs.qualname, attrs.type, attrs.name];
+    // what the page shows of it, never its node id (every call's ends in #0, every op's
+    // starts with op:); a module's later call also as its title numbers it, relu#1
+    const fields = [attrs.label, attrs.qualname, attrs.type, attrs.name];
+    if (attrs.call_index > 0) fields.push(`${attrs.qualname}#${attrs.call_index}`);
     if (!fields.some((f) => f !== undefined && f !== null && String(f).toLowerCase().includes(query))) continue;
     if (!tgrOnSide(R, i)) { elsewhere++; continue; }
     found.add(canonical(i));
