@@ -532,3 +532,12 @@ def test_what_the_recorder_keeps_of_data_reads_does_not_grow_with_the_forwards()
             model(torch.randn(3, 4))
         # each forward read one .data, which died with it
         assert len(rec._capture.state.values.data_of) == 1
+
+
+def test_what_the_recorder_keeps_of_detached_tensors_does_not_grow_with_the_forwards() -> None:
+    model = _WritesThroughDetached("through the detached")
+    with tgr.Recorder(model) as rec:
+        for _ in range(5):
+            model(torch.randn(3, 4))
+        # each forward detached one tensor, which died with it
+        assert len(rec._capture.state.values.detached) == 1
