@@ -113,10 +113,12 @@ def test_a_reentrant_checkpoint_warns_that_its_gradients_are_not_recorded() -> N
     assert rec["block.a", "grad_output"] == [None, None]  # each call in its place, unseen
 
 
-def test_an_evaluation_under_no_grad_is_no_sign_of_a_reentrant_checkpoint() -> None:
-    # a module that a forward under no_grad saw without gradients was taken, for the rest
-    # of the block, for one inside a reentrant checkpoint, whose recomputation in the
-    # backward then warned under a non-reentrant checkpoint
+@pytest.mark.parametrize("evaluated_first", [False, True])
+def test_a_non_reentrant_checkpoint_records_gradients_without_a_warning(
+        evaluated_first: bool) -> None:
+    # after an evaluation under no_grad, the module it saw without gradients was taken,
+    # for the rest of the block, for one inside a reentrant checkpoint: its recomputation
+    # in the backward warned
     torch.manual_seed(0)
     model, x = _Checkpointed(reentrant=False), torch.randn(2, 4, requires_grad=True)
     expected = _grad_of_block_a(model, x)
@@ -124,23 +126,12 @@ def test_an_evaluation_under_no_grad_is_no_sign_of_a_reentrant_checkpoint() -> N
         warnings.filterwarnings("error", message="torchgraphrec")
         with tgr.Recorder(model, probes=[tgr.probe("grad_output", where=S.name("block.a"),
                                                    keep="full")]) as rec:
-            with torch.no_grad():
-                model(x)
+            if evaluated_first:
+                with torch.no_grad():
+                    model(x)
             model(x).sum().backward()
-    evaluation, training = rec["block.a", "grad_output"]
-    assert evaluation is None and torch.equal(training, expected)
-
-
-def test_a_non_reentrant_checkpoint_records_gradients_without_a_warning() -> None:
-    torch.manual_seed(0)
-    model, x = _Checkpointed(reentrant=False), torch.randn(2, 4, requires_grad=True)
-    expected = _grad_of_block_a(model, x)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("error", message="torchgraphrec")
-        with tgr.Recorder(model, probes=[tgr.probe("grad_output", where=S.name("block.a"),
-                                                   keep="full")]) as rec:
-            model(x).sum().backward()
-    (recorded,) = rec["block.a", "grad_output"]
+    *evaluation, recorded = rec["block.a", "grad_output"]
+    assert evaluation == ([None] if evaluated_first else [])
     assert torch.equal(recorded, expected)
 
 
