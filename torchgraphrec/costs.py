@@ -61,8 +61,11 @@ def _sum_up(attrs_of: dict[Any, Attrs], layers: list[tuple[Any, Attrs]], ops: li
     forward that ran no op reads 0.
     """
     roots: dict[Any, Attrs] = {}
-    op_roots = [id(_root(attrs_of, attrs["parent"], roots)) for attrs in ops]
-    counted = {name: {root for attrs, root in zip(ops, op_roots) if name in attrs}
+    # an op outside every call (a collective in the backward) reads 0 where it has no
+    # value, as every op did before forwards were told apart (no id() is -1)
+    op_roots = [-1 if attrs["parent"] is None else id(_root(attrs_of, attrs["parent"], roots))
+                for attrs in ops]
+    counted = {name: {-1} | {root for attrs, root in zip(ops, op_roots) if name in attrs}
                for name in recorded}
     with_ops = set(op_roots)
     for node, attrs in layers:
