@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import networkx as nx
@@ -170,6 +171,43 @@ def test_every_collective_api_is_an_op_with_its_attributes(ranks) -> None:
         assert by_bytes == [32, 32, 32, 32, 32, 32, 16, 0, 16]
         assert rank["same"] and rank["valid"]
         assert ("all_reduce", (0, 1)) in rank["json"]
+
+
+class UnevenAndRare(nn.Module):
+    """An all-to-all whose ranks hand over different sizes, a coalesced all-gather and a
+    monitored barrier: rank 0 hands 4 floats to the all-to-all, rank 1 2."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rank = dist.get_rank()
+        given, taken = ([1, 3], [1, 1]) if rank == 0 else ([1, 1], [3, 1])
+        received = torch.empty(sum(taken))
+        dist.all_to_all_single(received, x[:sum(given)].clone(), taken, given)
+        gathered = [[torch.empty(2), torch.empty(2)] for _ in range(2)]
+        dist.all_gather_coalesced(gathered, [x[:2].clone(), x[2:].clone()])
+        dist.monitored_barrier()
+        return received.sum() + sum(t.sum() for pair in gathered for t in pair)
+
+
+@on_ranks
+def uneven_and_rare(ctx: Rank) -> dict:
+    x = torch.arange(4.0) + ctx.rank
+    with warnings.catch_warnings():  # all_gather_coalesced "will be deprecated"
+        warnings.simplefilter("ignore")
+        plain = UnevenAndRare()(x)
+        rec = tgr.record(UnevenAndRare(), x)
+    return {"collectives": _collectives(rec.graph), "same": torch.equal(plain, rec.output)}
+
+
+@pytest.mark.needs("collectives_dispatched")
+def test_an_uneven_all_to_all_counts_what_each_rank_hands_over_and_rare_apis_are_ops(
+        ranks) -> None:
+    # the all-to-all read what each rank received (8 and 16 B, swapped); the coalesced
+    # all-gather and the monitored barrier left no op at all
+    for rank, found in enumerate(ranks("uneven_and_rare")):
+        collectives = found["collectives"]
+        assert [c["collective"] for c in collectives] == ["all_to_all", "all_gather", "barrier"]
+        assert collectives[0]["comm_bytes"] == (16 if rank == 0 else 8)
+        assert found["same"]
 
 
 # -- 7. no communication added, no hang ----------------------------------------------------

@@ -46,6 +46,7 @@ DISPATCHED: dict[str, tuple[str, Optional[int]]] = {
     "c10d::alltoall_": ("all_to_all", 1), "c10d::alltoall_base_": ("all_to_all", 1),
     "c10d::send": ("send", 0), "c10d::recv_": ("recv", 0),
     "c10d::recv_any_source_": ("recv", 0), "c10d::barrier": ("barrier", None),
+    "c10d::monitored_barrier_": ("barrier", None),
     "_c10d_functional::all_reduce": ("all_reduce", 0),
     "_c10d_functional::all_reduce_": ("all_reduce", 0),
     "_c10d_functional::all_reduce_coalesced": ("all_reduce", 0),

@@ -28,7 +28,8 @@ _ALL_RANKS = lambda size: float(size)  # noqa: E731
 
 #: torch.distributed's functions: ``name -> (collective, parameter written, parameter read,
 #: bytes handed over per byte of the op's first tensor as a function of the group's size)``;
-#: the op's first tensor is the first one it writes, else the first it reads.
+#: the op's first tensor is the first one it writes, else the first it reads (the first it
+#: reads for those in :data:`_DESCRIBED_BY_INPUT`).
 C10D: dict[str, tuple[str, Optional[str], str, Any]] = {
     "all_reduce": ("all_reduce", "tensor", "tensor", _ONE),
     "all_reduce_coalesced": ("all_reduce", "tensors", "tensors", _ONE),
@@ -42,6 +43,7 @@ C10D: dict[str, tuple[str, Optional[str], str, Any]] = {
     "reduce_scatter_tensor": ("reduce_scatter", "output", "input", _ALL_RANKS),
     "reduce_scatter_single": ("reduce_scatter", "output", "input", _ALL_RANKS),
     "_reduce_scatter_base": ("reduce_scatter", "output", "input", _ALL_RANKS),
+    "all_gather_coalesced": ("all_gather", "output_tensor_lists", "input_tensor_list", _ONE),
     "all_to_all_single": ("all_to_all", "output", "input", _ONE),
     "all_to_all": ("all_to_all", "output_tensor_list", "input_tensor_list", _ALL_RANKS),
     "gather": ("gather", "gather_list", "tensor", _ONE),
@@ -67,11 +69,18 @@ FUNCTIONAL: dict[str, tuple[str, Any]] = {
 }
 
 
+#: Where what a rank receives need not be the size of what it hands over (uneven splits):
+#: the op is described by, and its bytes read from, the tensor it reads.
+_DESCRIBED_BY_INPUT = frozenset({"all_to_all_single"})
+
+
 def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in ``value``: itself, or those of a list, or of a list of lists
+    (``all_gather_coalesced``'s outputs)."""
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [item for item in value if isinstance(item, torch.Tensor)]
+        return [tensor for item in value for tensor in _tensors(item)]
     return []
 
 
@@ -109,7 +118,9 @@ def collective_call(mode: Any, func: Any, name: str, args: tuple, kwargs: dict
     if bound is None:
         return None, None
     writes = _tensors(bound.get(entry[1])) if entry[1] else []
-    first = (writes or _tensors(bound.get(entry[2])) or [None])[0]
+    reads = _tensors(bound.get(entry[2]))
+    described = (reads or writes) if name in _DESCRIBED_BY_INPUT else (writes or reads)
+    first = described[0] if described else None
     return ([(tensor, -1) for tensor in writes] or None), first
 
 
