@@ -92,7 +92,8 @@ def reduce_over_ranks(store: Store, start: int, group: Optional[Any] = None) -> 
     in the same order, and the packet's size follows from their number (:func:`capacity`).
     Where a rank's rows differ (the header's count and fingerprint tell), nothing is added
     and a warning names the ranks; row counts that differ across a power of two make packets
-    of two sizes, which the backend refuses as any mismatched collective."""
+    of two sizes, which the backend fails as any mismatched collective (gloo aborts the
+    process: one collective per step cannot first agree on a size)."""
     import torch
     import torch.distributed as dist
 
