@@ -206,6 +206,36 @@ def test_details_speak_to_a_person(browser, report) -> None:
     assert loaded.problems == []
 
 
+class _TiedHead(torch.nn.Module):
+    """GPT-2's tie: the head reads the embedding's weight, counted at the embedding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(10, 4)
+        self.head = torch.nn.Linear(4, 10, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(ids))
+
+
+def test_details_name_a_weight_a_call_reads_of_another_module(browser, tmp_path) -> None:
+    # the head read "parameters: none", as if it had no weight
+    path = tgr.record(_TiedHead(), torch.tensor([[1, 2]])).render(tmp_path / "tied.html")
+    with loaded_report(browser, path) as loaded:
+        page = loaded.page
+        element(page, "layer:head#0", "n").click()
+        rows = dict(zip(page.locator(f"{ROOT} .tgr-row > span:first-child").all_text_contents(),
+                        page.locator(f"{ROOT} .tgr-row > span:last-child").all_text_contents()))
+        assert rows["parameters"] == "none of its own"
+        assert rows["also reads"] == "embed.weight 10×4" and "its own" not in rows
+        element(page, "layer:embed#0", "n").click()
+        rows = dict(zip(page.locator(f"{ROOT} .tgr-row > span:first-child").all_text_contents(),
+                        page.locator(f"{ROOT} .tgr-row > span:last-child").all_text_contents()))
+        assert rows["parameters"] == "40" and "also reads" not in rows
+    assert loaded.problems == []
+
+
 @pytest.mark.needs("saved_bytes")
 def test_table_sorts_by_cost_and_a_row_selects_and_pans(browser, recording, report) -> None:
     with loaded_report(browser, report) as loaded:

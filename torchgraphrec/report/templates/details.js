@@ -54,6 +54,21 @@ function tgrParamsOf(R, qualname) {
   return R.paramsByOwner.get(qualname) || [];
 }
 
+/* The parameters the call's own ops read that belong to a module outside it: a tied
+   weight counted at the module named first for it (GPT-2's lm_head reads
+   transformer.wte.weight), a weight read without calling its module. */
+function tgrOthersParams(R, i, qualname) {
+  const {D} = R, {into} = tgrNeighbours(R), found = new Set();
+  for (let j = 0; j < D.ids.length; j++) {
+    if (D.parent[j] !== i || D.kind[j] !== "O") continue;
+    for (const p of into.get(j) || []) {
+      const name = D.kind[p] === "P" ? R.info[p].qualname || "" : undefined;
+      if (name !== undefined && !(qualname === "" || name.startsWith(qualname + "."))) found.add(p);
+    }
+  }
+  return [...found];
+}
+
 function tgrDetails(R, i) {
   const {D, info} = R, a = info[i] || {}, kind = D.kind[i];
   const title = R.$(".tgr-details-title"), box = R.$(".tgr-details");
@@ -101,9 +116,12 @@ function tgrLayerRows(R, i, a, row, link) {
   row("inside", path, " › ");
   row("inputs", (a.inputs || []).map((t) => tgrTensorText(R, t)).join(", "));
   row("outputs", (a.outputs || []).map((t) => tgrTensorText(R, t)).join(", "));
-  row("parameters", a.num_params ? a.num_params.toLocaleString("en") + (a.call_index ? " (shared by every call)" : "") : "none");
+  const others = tgrOthersParams(R, i, a.qualname);
+  row("parameters", a.num_params ? a.num_params.toLocaleString("en") + (a.call_index ? " (shared by every call)" : "")
+    : others.length ? "none of its own" : "none");
   const own = tgrParamsOf(R, a.qualname);
   if (own.length) row("its own", own.map((p) => `${R.info[p].qualname.split(".").pop()} ${tgrShapeText(R.info[p].shape)}`).join(", "));
+  if (others.length) row("also reads", others.map((p) => ({link: p, text: `${R.info[p].qualname} ${tgrShapeText(R.info[p].shape)}`})));
   const run = tgrFoldedRunOf(R, i);
   if (run !== undefined) row("drawn for", `${R.P.D.runs[run].count} repeats of this block, folded into one`);
   if (a.training === false) row("mode", "eval");
