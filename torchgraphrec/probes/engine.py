@@ -11,11 +11,12 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from torchgraphrec._torch import current_frame, graph_task_id, queue_backward_callback
+from torchgraphrec._torch import current_frame, graph_task_id
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.structures import tensors_with_paths
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.errors import warn
+from torchgraphrec.probes.afterbackward import AfterBackward
 from torchgraphrec.probes.calls import REENTRANT, Open, Positions, close, forward_raised
 from torchgraphrec.probes.probe import Context, Probe
 from torchgraphrec.probes.stats import Cosine
@@ -76,8 +77,7 @@ class ProbeEngine:
         self._open: list[Open] = []
         remembers = any(isinstance(k, Cosine) for p in probes for k in p.keepers)
         self._positions = Positions() if remembers else None  # only cosine reads them
-        #: modules whose gradients their last forward had none to hook
-        self._gradless: set[int] = set()
+        self._gradless: set[int] = set()  # modules whose last forward had no gradient to hook
         self._warned_reentrant = False
         self._handles: list[Any] = []
         self._tensor_handles: list[Any] = []  # this step's gradient hooks
@@ -88,8 +88,8 @@ class ProbeEngine:
         self._quiet = Unseen()
         #: under DDP, param_grad is read once the backward is over (DDP averages the
         #: gradients in callbacks at its end): what is waiting for that
-        self._averaged = isinstance(table.model, nn.parallel.DistributedDataParallel)
-        self._pending: list[tuple[Probe, Any, torch.Tensor, Optional[int]]] = []
+        self._averaged = AfterBackward(self._read_pending) \
+            if isinstance(table.model, nn.parallel.DistributedDataParallel) else None
 
     def attach(self) -> None:
         """Hook the selected modules (on the calling thread) and their parameters."""
@@ -204,9 +204,9 @@ class ProbeEngine:
         self._counts[module_index] = call_index + 1
         self._open.append((module_index, call_index, kwargs))
         by_site = self._by_site
-        if (module_index, "param_grad") in by_site and module_index not in self._lazy:
-            module = self.table.modules[module_index]
-            self._hook_trainable(module_index, list(module.named_parameters(recurse=False)))
+        if not call_index and (module_index, "param_grad") in by_site and \
+                module_index not in self._lazy:  # once a step: one unfrozen since is hooked
+            self._hook_trainable(module_index)
         if (module_index, "input") not in by_site and (module_index, "grad_input") not in by_site:
             return
         inputs = tensors_with_paths(args, "args") + tensors_with_paths(kwargs, "kwargs")
@@ -302,16 +302,15 @@ class ProbeEngine:
         self._lazy.discard(module_index)
         probes = self.by_module[module_index]
         if any(p.site == "param_grad" for p in probes):
-            self._hook_trainable(module_index, own)
+            self._hook_trainable(module_index)
         if any(p.site == "param_update" for p in probes):
             self._snapshot(module_index, module)
 
-    def _hook_trainable(self, module_index: int, own: list[tuple[str, nn.Parameter]]) -> None:
-        """Hook the gradients of those of a module's parameters that require one and are not
-        hooked yet (a parameter unfrozen inside the block is hooked at its module's next
-        call)."""
+    def _hook_trainable(self, module_index: int) -> None:
+        """Hook the gradients of a module's parameters that require one and are not hooked
+        yet (one unfrozen inside the block is hooked at its module's first call of a step)."""
         hooked = self._grad_hooked.setdefault(module_index, set())
-        for name, param in own:
+        for name, param in self.table.modules[module_index].named_parameters(recurse=False):
             if param.requires_grad and name not in hooked:
                 hooked.add(name)
                 self._handles.append(param.register_post_accumulate_grad_hook(
@@ -331,21 +330,13 @@ class ProbeEngine:
         at = self._at(module_index, call_index)
         for probe in self._probes(module_index, call_index, "param_grad"):
             seen = self._seen(module_index, call_index, "param_grad", name)
-            if self._averaged:
-                self._defer(probe, seen, param, at)
+            if self._averaged is not None:
+                self._averaged.add(probe, seen, param, at)
             else:
                 self.store.add(probe, seen, param.grad, at)
 
-    def _defer(self, probe: Probe, seen: Any, param: torch.Tensor, at: Optional[int]) -> None:
-        """Read ``param.grad`` for ``probe`` when the backward is over: after DDP's own
-        callback, which writes the averaged gradients and is queued once the last bucket is
-        ready (so after this one: it is read from a callback that this one queues)."""
-        if not self._pending:
-            queue_backward_callback(lambda: queue_backward_callback(self._read_pending))
-        self._pending.append((probe, seen, param, at))
-
-    def _read_pending(self) -> None:
-        pending, self._pending = self._pending, []
+    def _read_pending(self, pending: list[tuple[Any, ...]]) -> None:
+        """Read each ``(probe, seen, param, at)``'s ``param.grad`` (DDP's, averaged)."""
         try:
             with self._quiet:
                 for probe, seen, param, at in pending:
