@@ -204,9 +204,8 @@ class ProbeEngine:
         self._counts[module_index] = call_index + 1
         self._open.append((module_index, call_index, kwargs))
         by_site = self._by_site
-        if not call_index and (module_index, "param_grad") in by_site and \
-                module_index not in self._lazy:  # once a step: one unfrozen since is hooked
-            self._hook_trainable(module_index)
+        if (module_index, "param_grad") in by_site and module_index not in self._lazy:
+            self._hook_trainable(module_index)  # one unfrozen since its last call, too
         if (module_index, "input") not in by_site and (module_index, "grad_input") not in by_site:
             return
         inputs = tensors_with_paths(args, "args") + tensors_with_paths(kwargs, "kwargs")
@@ -308,7 +307,7 @@ class ProbeEngine:
 
     def _hook_trainable(self, module_index: int) -> None:
         """Hook the gradients of a module's parameters that require one and are not hooked
-        yet (one unfrozen inside the block is hooked at its module's first call of a step)."""
+        yet (one unfrozen inside the block is hooked at its module's next call)."""
         hooked = self._grad_hooked.setdefault(module_index, set())
         for name, param in self.table.modules[module_index].named_parameters(recurse=False):
             if param.requires_grad and name not in hooked:
