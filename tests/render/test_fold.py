@@ -123,3 +123,35 @@ def test_bert_keeps_its_outputs_when_its_layers_fold(bert: tgr.Recording, depth)
         assert flow(drawing).in_degree(node) == 1
     texts = [title_of(c) for c in clusters(drawing).values()] + [n["label"] for n in nodes.values()]
     assert any("× 3" in text for text in texts) == (depth != 1)
+
+
+class DropBlock(nn.Module):
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.fc, self.drop = nn.Linear(8, 8), nn.Dropout(p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.fc(x))
+
+
+def _encoder_layer(norm_first: bool) -> nn.Module:
+    return nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True,
+                                      norm_first=norm_first)
+
+
+@pytest.mark.parametrize("model, args", [
+    (nn.Sequential(DropBlock(0.1), DropBlock(0.1), DropBlock(0.5), DropBlock(0.5)).train(),
+     (torch.randn(2, 8),)),
+    # the same settings text (none), the same shapes and parameters: only the order of the
+    # ops inside tells the two kinds apart
+    (nn.Sequential(*map(_encoder_layer, (False, False, True, True))).eval(),
+     (torch.randn(2, 5, 16),)),
+], ids=["dropout p inside", "norm first inside"])
+@pytest.mark.parametrize("depth", [None, 1])
+def test_blocks_that_differ_inside_fold_apart_also_drawn_as_boxes(model: nn.Module, args: tuple,
+                                                                  depth) -> None:
+    boxes = _boxes(tgr.record(model, args), depth=depth)
+    runs = {node: label.replace("\\n", " ") for node, label in boxes.items() if "× " in label}
+    assert set(runs) == {"layer:0#0", "layer:2#0"}
+    assert all(label.startswith(f"{n}–{n + 1}: ") and label.rstrip().endswith("× 2")
+               for n, label in zip((0, 2), runs.values()))

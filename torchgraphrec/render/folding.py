@@ -75,7 +75,9 @@ class Folder:
         layers = sorted((n for n in reversed(self.order) if self.kind[n] == "layer"),
                         key=lambda n: -self.graph.nodes[n]["depth"])
         shapes = param_shapes(self.source)
-        label_of = {n: self._fold_label(n, shapes) for n in self.order}
+        inside = self._inside_boxes(shapes)
+        label_of = {n: (*self._fold_label(self.graph, n, shapes), inside.get(n))
+                    for n in self.order}
         signed = signatures(self.children, self.kind, label_of, layers)
         outermost_first = sorted(self.children, key=lambda n: -1 if n is None
                                  else self.graph.nodes[n]["depth"])
@@ -90,10 +92,29 @@ class Folder:
                     self._try(folding, parent, calls, run)
         return folding
 
-    def _fold_label(self, node: str, shapes: dict[str, tuple]) -> tuple:
-        """What must match, besides the children, for two nodes to be repeats (in a
-        diff's union also what changed: an added block is not folded into the same ones)."""
-        attrs = self.graph.nodes[node]
+    def _inside_boxes(self, shapes: dict[str, tuple]) -> dict[str, int]:
+        """The signature, in the graph as recorded, of each call that the cut to a depth
+        made a box: what a box hides must match too (two blocks that differ only inside,
+        a dropout's ``p`` or another order of their ops, are no repeats)."""
+        if self.graph is self.source or not self.boxes:
+            return {}
+        source = self.source
+        kind = {n: a["kind"] for n, a in source.nodes(data=True)}
+        order = sorted(source.nodes, key=lambda n: source.nodes[n]["seq"])
+        children: dict[Optional[str], list[str]] = {}
+        for node in order:
+            children.setdefault(source.nodes[node]["parent"], []).append(node)
+        layers = sorted((n for n in reversed(order) if kind[n] == "layer"),
+                        key=lambda n: -source.nodes[n]["depth"])
+        label_of = {n: self._fold_label(source, n, shapes) for n in order}
+        signed = signatures(children, kind, label_of, layers)
+        return {box: signed[box] for box in self.boxes if box in signed}
+
+    def _fold_label(self, graph: nx.DiGraph, node: str, shapes: dict[str, tuple]) -> tuple:
+        """What must match in ``graph``, besides the children, for two nodes to be repeats
+        (in a diff's union also what changed: an added block is not folded into the same
+        ones)."""
+        attrs = graph.nodes[node]
         status = (attrs.get("diff"), attrs.get("diff_inside"))
         if attrs["kind"] == "tensor":
             return (attrs["shape"], *status)
