@@ -40,6 +40,9 @@ FACTORY = textwrap.dedent("""
 
     def number():
         return 42
+
+    def needs_a_backend():  # as transformers' requires_backends words it: blank line first
+        raise ImportError("\\n  needs the protobuf library, which was not found\\n(install it)")
 """)
 
 
@@ -167,6 +170,8 @@ def test_doctor_runs(capsys) -> None:
      "name it with --color-by"),
     (["render", "FILE:model", "--input-shape", "1,3,8,8", "-o", "no_folder/x.svg"],
      "No such file or directory: 'no_folder'"),  # the folder, not a temporary file in it
+    (["render", "FILE:needs_a_backend", "-o", "x.svg"],
+     "ImportError: needs the protobuf library, which was not found"),
 ])
 def test_errors_are_one_line_with_status_1(argv, match, factory_file, tmp_path, capsys,
                                            monkeypatch) -> None:

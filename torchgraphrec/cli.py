@@ -224,8 +224,14 @@ def error_text(exc: BaseException) -> str:
     >>> print(error_text(exc))
     torchgraphrec: error: RuntimeError: mat1 and mat2 shapes cannot be multiplied
       torchgraphrec: raised in the call of 'fc' (Linear, call_index 0)
+
+    A message that starts with blank lines (transformers' ``requires_backends``) is read
+    from its first line of text:
+
+    >>> print(error_text(ImportError("\\n  needs the protobuf library\\n(install it)")))
+    torchgraphrec: error: ImportError: needs the protobuf library
     """
-    message = str(exc).splitlines()[0] if str(exc) else ""
+    message = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
     notes = [f"  {note}" for note in getattr(exc, "__notes__", ())]
     return "\n".join([f"torchgraphrec: error: {type(exc).__name__}: {message}", *notes])
 
