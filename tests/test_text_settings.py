@@ -21,6 +21,11 @@ from torchgraphrec.text import settings_text
     (nn.Embedding(30522, 768, padding_idx=0), "30522→768, padding_idx=0"),
     (nn.MaxPool2d(3, stride=2, padding=1), "3×3, stride 2, pad 1"),
     (nn.AdaptiveAvgPool2d((1, 1)), "out 1×1"),
+    # a pool's stride defaults to its kernel's size: 1 is no default there
+    (nn.AvgPool1d(3, stride=1), "3, stride 1"),
+    (nn.MaxPool2d(3, stride=1, padding=1), "3×3, stride 1, pad 1"),
+    (nn.LPPool1d(2, 3, stride=1), "norm_type=2, 3, stride 1"),
+    (nn.GroupNorm(4, 16), "16, groups 4, eps=1e-05"),  # 4 groups of 16 channels, not 4→16
     (nn.Upsample(scale_factor=2.0, mode="bilinear"), "scale 2.0, mode=bilinear"),
 ], ids=lambda value: type(value).__name__ if isinstance(value, nn.Module) else None)
 def test_settings_are_short(module: nn.Module, text: str) -> None:

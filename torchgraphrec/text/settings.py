@@ -61,19 +61,27 @@ _NAMED: dict[str, Callable[[str, int], str]] = {
 }
 
 
-def _is_default(key: str, value: str) -> bool:
+#: Layer types whose first two numbers are no features in and out: shown as named.
+_NOT_IN_OUT: dict[str, Callable[[str, str], list[str]]] = {
+    "GroupNorm": lambda groups, channels: [channels, f"groups {groups}"],
+}
+
+
+def _is_default(key: str, value: str, pool: bool) -> bool:
+    if pool and key == "stride":  # a pool's default stride is its kernel's size, not 1
+        return value == "None"
     if key in _ALWAYS_DROPPED or _DROPPED.get(key) == value:
         return True
     numbers = _numbers(value) if key in ("stride", "dilation", "padding") else None
     return bool(numbers) and set(numbers) == {"0" if key == "padding" else "1"}
 
 
-def _item_text(item: str, dims: int) -> str:
+def _item_text(item: str, dims: int, pool: bool) -> str:
     key, sep, value = item.partition("=")
     if not sep:
         return _uniform(item) if item.startswith(("(", "[")) else item
     key, value = key.strip(), value.strip()
-    if _is_default(key, value):
+    if _is_default(key, value, pool):
         return ""
     if key in ("in_features", "out_features", "num_embeddings", "embedding_dim"):
         return value
@@ -97,14 +105,24 @@ def settings_text(layer_type: str, settings: str, limit: int = MAX_CHARS) -> str
     '768, eps=1e-05'
     >>> settings_text("MaxPool2d", "kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False")
     '2×2, stride 2'
+
+    A pool's stride is always shown (its default is the kernel's size), and a group norm's
+    two numbers are its groups and channels:
+
+    >>> settings_text("AvgPool1d", "kernel_size=(3,), stride=(1,), padding=(0,)")
+    '3, stride 1'
+    >>> settings_text("GroupNorm", "4, 16, eps=1e-05, affine=True")
+    '16, groups 4, eps=1e-05'
     """
     match = _DIMS.search(layer_type.lower())
     dims = int(match.group(1)) if match else 1
-    parts = [_item_text(item, dims) for item in split_items(settings)]
+    pool = "Pool" in layer_type and not layer_type.startswith("Adaptive")
+    parts = [_item_text(item, dims, pool) for item in split_items(settings)]
     parts = [part for part in parts if part]
     if len(parts) >= 2 and _numbers(parts[0]) and _numbers(parts[1]) \
             and len(_numbers(parts[0]) or ()) == 1 and len(_numbers(parts[1]) or ()) == 1:
-        parts[:2] = [f"{parts[0]}→{parts[1]}"]
+        named = _NOT_IN_OUT.get(layer_type)
+        parts[:2] = named(parts[0], parts[1]) if named else [f"{parts[0]}→{parts[1]}"]
     text = ", ".join(parts)
     while len(text) > limit and len(parts) > 1:
         parts.pop()
