@@ -83,7 +83,8 @@ def test_a_long_change_many_calls_share_keeps_its_count() -> None:
     assert len(old) + len(new) > 110  # too long for one line: something must be clipped
     [line] = [line for line in found.summary().splitlines() if line.startswith("  settings ")]
     assert line.endswith(f" in {SHARED} calls") and len(line) <= 110
-    assert line.startswith(f"  settings {old[:20]}")
+    # item by item; padding and bias, left out of Conv2d's first settings, from their defaults
+    assert line.startswith("  settings kernel_size=(3, 3) -> (5, 5), padding=default -> (2, 2), ")
 
 
 def test_a_param_frozen_says_what_changed_in_it() -> None:
@@ -96,3 +97,21 @@ def test_a_param_frozen_says_what_changed_in_it() -> None:
     found = tgr.diff(model(False), model(True))
     assert found.changed == {"param:0.weight": {"requires_grad": (True, False)}}
     assert "  changed 0: weight requires_grad True -> False" in found.summary().splitlines()
+
+
+def test_the_calls_that_only_followed_come_after_the_models_inputs() -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    found = tgr.diff(tgr.record(model, torch.randn(4, 8)), tgr.record(model, torch.randn(6, 8)))
+    assert found.summary(max_lines=2).splitlines()[1] == "  model input 'input': 4×8 -> 6×8"
+    assert found.summary().splitlines()[-1].startswith("  shapes or parameter counts follow in ")
+
+
+def test_an_op_argument_changed_to_its_default_says_so() -> None:
+    def dropout(p: float) -> tgr.Recording:
+        torch.manual_seed(0)
+        return tgr.record(nn.Sequential(nn.Linear(8, 8), nn.Dropout(p)).train(), torch.randn(2, 8))
+
+    found = tgr.diff(dropout(0.1), dropout(0.5))  # F.dropout's p defaults to 0.5: left out
+    assert found.changed["op:dropout#1"] == {"args": ("p=0.1", "")}
+    assert found.summary().splitlines()[1] == (
+        "  changed 1 Dropout: p=0.1 -> 0.5; ops dropout p=0.1 -> default")

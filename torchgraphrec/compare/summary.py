@@ -264,7 +264,9 @@ def _interface_lines(diff: "GraphDiff") -> list[str]:
     return lines
 
 
-def _call_lines(diff: "GraphDiff", subtrees: tuple) -> list[str]:
+def _call_lines(diff: "GraphDiff", subtrees: tuple) -> tuple[list[str], list[str]]:
+    """The lines of the calls changed in themselves, and the line of those whose shapes or
+    counts only followed (said last, after the model's inputs and outputs)."""
     shared_counts = _shared_changes(diff)
     shared = {change for change, count in shared_counts.items() if count >= SHARED}
     lines = [_shared_line(change, shared_counts[change])
@@ -280,11 +282,11 @@ def _call_lines(diff: "GraphDiff", subtrees: tuple) -> list[str]:
     primary.sort(key=lambda item: -abs(item[1].delta))
     lines += [_note_line(names[key], note) for key, note in primary]
     consequences = [names[k] for k, n in notes.items() if n.secondary and not (n.params or n.ops)]
-    if consequences:
-        shown = ", ".join(consequences[:4]) + (", …" if len(consequences) > 4 else "")
-        lines.append(f"shapes or parameter counts follow in {_plural(len(consequences), 'call')}: "
-                     f"{shown}")
-    return lines
+    if not consequences:
+        return lines, []
+    shown = ", ".join(consequences[:4]) + (", …" if len(consequences) > 4 else "")
+    return lines, [f"shapes or parameter counts follow in {_plural(len(consequences), 'call')}: "
+                   f"{shown}"]
 
 
 def summarize(diff: "GraphDiff", *, max_lines: int = 12) -> str:
@@ -306,7 +308,8 @@ def summarize(diff: "GraphDiff", *, max_lines: int = 12) -> str:
     whole = (_subtree_lines(diff.b, diff.added, subtrees[0], "added")
              + _subtree_lines(diff.a, diff.removed, subtrees[1], "removed"))
     body = [text for _, text in sorted(whole, key=lambda item: -item[0])]
-    body += _call_lines(diff, subtrees) + _interface_lines(diff)
+    changed, followed = _call_lines(diff, subtrees)
+    body += changed + _interface_lines(diff) + followed
     if len(body) > max_lines:
         rest = len(body) - max_lines + 1
         body = body[:max_lines - 1] + [f"… {rest} more lines: GraphDiff.added, .removed and "

@@ -81,22 +81,32 @@ def _keyed(items: list[str]) -> dict[str, str]:
 
 def items_change(old: str, new: str) -> str:
     """What changed between two settings (or op args) texts, item by item where they line
-    up, else the whole texts.
+    up, else the whole texts. Both texts leave a keyword at its default out, so a keyword
+    on one side only changed from or to its default.
 
     >>> items_change("in_features=768, out_features=3072, bias=True",
     ...              "in_features=768, out_features=4096, bias=True")
     'out_features=3072 -> 4096'
-    >>> items_change("p=0.1", "")
-    "p=0.1 -> ''"
+    >>> items_change("p=0.1", ""), items_change("dim=1", "dim=2, keepdim=True")
+    ('p=0.1 -> default', 'dim=1 -> 2, keepdim=default -> True')
+    >>> items_change("2, 8, -1", "2, -1")
+    '2, 8, -1 -> 2, -1'
     """
     old_items, new_items = _keyed(split_items(old)), _keyed(split_items(new))
-    if not old_items or set(old_items) != set(new_items):
+    positional = [{key for key in items if key[:1] == "#"} for items in (old_items, new_items)]
+    if not (old_items or new_items) or positional[0] != positional[1]:
         return f"{value_text(old)} -> {value_text(new)}"
     parts = []
-    for key, item in old_items.items():
-        if item != new_items[key]:
-            after = new_items[key].split("=", 1)[1] if "=" in item else new_items[key]
-            parts.append(f"{item} -> {after}")
+    for key in dict.fromkeys([*old_items, *new_items]):
+        before, after = old_items.get(key), new_items.get(key)
+        if before == after:
+            continue
+        if before is None:
+            parts.append(f"{key}=default -> {after.split('=', 1)[1]}")
+        elif after is None:
+            parts.append(f"{before} -> default")
+        else:
+            parts.append(f"{before} -> {after.split('=', 1)[1] if '=' in before else after}")
     return ", ".join(parts)
 
 
