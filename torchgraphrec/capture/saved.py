@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import time
+from types import CodeType
 from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, disable_dispatch_modes, \
-    dispatch_mode_depth, exclude_python_dispatch, pop_saved_tensor_hooks, \
-    push_saved_tensor_hooks, saved_tensor_hooks_enabled, storage_weak_ref, top_saved_tensor_hooks
+from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, current_frame, \
+    disable_dispatch_modes, dispatch_mode_depth, exclude_python_dispatch, pop_saved_tensor_hooks, \
+    push_saved_tensor_hooks, saved_by_custom_function, saved_tensor_hooks_enabled, \
+    storage_weak_ref, top_saved_tensor_hooks
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.storages import storages_of
 from torchgraphrec.errors import SavedBytesNotCounted, warn
@@ -45,10 +47,10 @@ def _detach_keeping_type(tensor: torch.Tensor) -> torch.Tensor:
         return tensor.detach()
 
 
-def _storages_of(modules: list[nn.Module]) -> set[int]:
+def _storages_of(modules: list[nn.Module], lazy: list[torch.Tensor]) -> set[int]:
     """The storages of the parameters and buffers ``modules`` hold (as the table found
     them: a walk of ``model.parameters()`` again costs more than the forward of a small
-    layer)."""
+    layer); those not materialized yet go to ``lazy``."""
     found = set()
     for module in modules:
         for tensors in (module._parameters, module._buffers):
@@ -61,6 +63,8 @@ def _storages_of(modules: list[nn.Module]) -> set[int]:
                     found.add(tensor.untyped_storage()._cdata)
                 elif not is_lazy(tensor):  # a subclass: a DTensor's is its shard's storage
                     found.update(storage._cdata for storage in storages_of(tensor))
+                else:
+                    lazy.append(tensor)
     return found
 
 
@@ -72,11 +76,18 @@ class SavedBytes:
     (only the innermost pair runs, so the user's own offloading hooks keep working and see
     every tensor), or kept as autograd would. They count in each forward run with grad
     enabled (:meth:`begin_forward`, :meth:`end_forward`).
+
+    A custom ``autograd.Function`` (a reentrant ``checkpoint`` too) saves what its
+    ``forward`` asked for as it returns, while no op runs: those bytes go to its last op,
+    the one that made its output. ``handler`` is the code of the op handler, whose frame
+    tells a Function run inside an op (where the op running has them) from one run between
+    ops.
     """
 
-    def __init__(self, ops: list, clock: Clock) -> None:
+    def __init__(self, ops: list, clock: Clock, handler: Optional[CodeType] = None) -> None:
         self._ops = ops  # the ops recorded so far: the one running is the next
         self._clock = clock  # stopped while the hooks work (inside the op's own time)
+        self._handler = handler
         self.by_op: dict[int, int] = {}  # op index -> bytes saved while it ran
         self.done: set[int] = set()  # storages counted already, or never to count
         self._outer: Any = None
@@ -89,6 +100,9 @@ class SavedBytes:
         self._unheld: list[Any] = []
         self._first_op = 0
         self._warned = False
+        #: the lazy modules' parameters and buffers, left out once the forward fills them
+        #: in (in place: no module registers anything)
+        self._lazy: list[torch.Tensor] = []
 
     def begin_forward(self, modules: list[nn.Module]) -> None:
         """Count in this forward, leaving out the storages of ``modules``' parameters and
@@ -96,7 +110,8 @@ class SavedBytes:
         self._first_op = len(self._ops)
         if not torch.is_grad_enabled():
             return
-        why_not = self.push(_storages_of(modules))
+        self._lazy = []
+        why_not = self.push(_storages_of(modules, self._lazy))
         if why_not is not None and not self._warned and why_not not in _SAID:
             self._warned = True
             if why_not is UNREADABLE_HOOKS:  # true of every recording: said once
@@ -116,9 +131,22 @@ class SavedBytes:
         (what the forward dropped of its own graph), so each storage's record is kept as
         :meth:`_count_unheld` keeps it."""
         saved, self._saved = self._saved, []
+        if self._lazy:
+            self._exclude_materialized()
         for index, tensor in saved:
             for storage in storages_of(tensor):
                 self._count_unheld(storage, index)
+
+    def _exclude_materialized(self) -> None:
+        """Leave out the lazy parameters and buffers filled in so far (before the op that
+        saved them ran: a lazy module fills them in its pre-hook)."""
+        waiting = []
+        for tensor in self._lazy:
+            if is_lazy(tensor):
+                waiting.append(tensor)
+            else:
+                self.exclude(tensor)
+        self._lazy = waiting
 
     def of_op(self, index: int) -> Optional[int]:
         """The bytes saved while op ``index`` ran; ``None`` where they were not counted."""
@@ -152,6 +180,7 @@ class SavedBytes:
         self.done = set()
         self._saved = []
         self._unheld = []
+        self._lazy = []
 
     def _count(self, storage: Any, index: int) -> None:
         """Add ``storage``'s bytes to op ``index``, once."""
@@ -169,12 +198,29 @@ class SavedBytes:
             self._unheld.append(storage_weak_ref(storage))
         self._count(storage, index)
 
+    def _op_saving(self) -> int:
+        """The index of the op whose bytes the pack hook (this method's caller) is
+        counting: the op running, or a custom Function's last op where one returns between
+        ops."""
+        index = len(self._ops)
+        frame = current_frame().f_back
+        if index == self._first_op or not saved_by_custom_function(frame):
+            return index
+        while frame is not None:
+            if frame.f_code is self._handler:
+                return index  # a Function inside an op: that op's
+            frame = frame.f_back
+        return index - 1
+
     def _pack(self, tensor: torch.Tensor) -> Any:
         entered = _now()
         clock = self._clock
         if self._outer is not None:  # the user's hooks: their work is the model's
+            index = self._op_saving()
+            if self._lazy:
+                self._exclude_materialized()
             for storage in storages_of(tensor):  # counted now: they may move it elsewhere
-                self._count_unheld(storage, len(self._ops))
+                self._count_unheld(storage, index)
             clock.spent += _now() - entered + clock.costs.pack
             return self._outer[0](tensor)
         if tensor.is_leaf:
@@ -187,7 +233,7 @@ class SavedBytes:
         # address taken by another meanwhile; a few at a time, so that what a forward
         # drops of its own graph is freed nearly as soon as without the recorder
         saved = self._saved
-        saved.append((len(self._ops), packed))
+        saved.append((self._op_saving(), packed))
         if len(saved) >= HELD_SAVED:
             self._count_saved()
         clock.spent += _now() - entered + clock.costs.pack
