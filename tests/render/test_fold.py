@@ -155,3 +155,22 @@ def test_blocks_that_differ_inside_fold_apart_also_drawn_as_boxes(model: nn.Modu
     assert set(runs) == {"layer:0#0", "layer:2#0"}
     assert all(label.startswith(f"{n}–{n + 1}: ") and label.rstrip().endswith("× 2")
                for n, label in zip((0, 2), runs.values()))
+
+
+class EveryOther(nn.Module):
+    """Six layers held, every other one called: a run of three that skips names."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.b = nn.ModuleList(nn.Linear(8, 8) for _ in range(6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for index in (0, 2, 4):
+            x = self.b[index](x)
+        return x
+
+
+def test_a_run_of_calls_that_skips_names_names_each() -> None:
+    # "b.0–4" would read as five layers
+    boxes = _boxes(tgr.record(EveryOther(), torch.randn(2, 8)))
+    assert [label.split("\\n")[0] for label in boxes.values()] == ["b.0, 2, 4: Linear"]

@@ -119,21 +119,50 @@ def _span(first: str, last: str) -> str:
     return f"{first}–{last}"
 
 
+def _run_names(names: Sequence[str]) -> str:
+    """The names of the calls a folded run stands for: ``h.0–11`` where they count up one
+    by one, else each of them (``b.0, 2, 4``; ``b.0, 2, …, 10`` past four).
+
+    >>> _run_names(["h.0", "h.1", "h.2"]), _run_names(["b.0", "b.2", "b.4"])
+    ('h.0–2', 'b.0, 2, 4')
+    >>> _run_names([f"b.{i}" for i in range(0, 12, 2)]), _run_names(["relu", "relu"])
+    ('b.0, 2, …, 10', 'relu')
+    """
+    if len(set(names)) == 1:  # one module called again and again
+        return names[0]
+    heads = {name.rpartition(".")[0] for name in names}
+    tails = [name.rpartition(".")[2] for name in names]
+    if len(heads) != 1 or not all(tail.isdigit() for tail in tails):
+        return _span(names[0], names[-1])
+    numbers = [int(tail) for tail in tails]
+    if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
+        return _span(names[0], names[-1])
+    shown = tails if len(tails) <= 4 else [*tails[:2], "…", tails[-1]]
+    return names[0] + ", " + ", ".join(shown[1:])
+
+
 def layer_title(attrs: Mapping[str, Any], parent_qualname: Optional[str] = None,
-                last: Optional[Mapping[str, Any]] = None) -> str:
+                last: Optional[Mapping[str, Any]] = None,
+                every: Optional[Sequence[str]] = None) -> str:
     """``conv1: Conv2d``: the module's name inside ``parent_qualname`` (the full path
     when ``None``) and its type; the type alone for the root call; later calls add
-    ``#n``; a fold through the call ``last`` names both ends.
+    ``#n``; a fold through the call ``last`` names both ends, or, given the qualnames of
+    ``every`` call it stands for, each where they do not count up one by one.
 
     >>> attrs = {"qualname": "h.0", "type": "Block", "call_index": 0}
     >>> layer_title(attrs), layer_title(attrs, "", {**attrs, "qualname": "h.11"})
     ('h.0: Block', 'h.0–11: Block')
+    >>> layer_title(attrs, "", every=["h.0", "h.2"])
+    'h.0, 2: Block'
     """
     qualname = attrs["qualname"]
     if not qualname:  # the root call: the model's type (a Recorder may call it again)
         return f"{attrs['type']} #{attrs['call_index']}" if attrs["call_index"] else attrs["type"]
     name = qualname if parent_qualname is None else short_name(qualname, parent_qualname)
-    if last is not None and last["qualname"] != qualname:
+    if every is not None and len(every) > 1:
+        name = _run_names([q if parent_qualname is None else short_name(q, parent_qualname)
+                           for q in every])
+    elif last is not None and last["qualname"] != qualname:
         end = last["qualname"] if parent_qualname is None else short_name(last["qualname"],
                                                                           parent_qualname)
         name = _span(name, end)

@@ -24,8 +24,9 @@ def _title(view: View, node: str) -> tuple[str, str]:
     """A call's short title and its full one (for the tooltip)."""
     attrs = view.folded.nodes[node]
     last = view.folded.nodes[view.last[node]] if node in view.last else None
-    short = labels.layer_title(attrs, enclosing_qualname(view, node), last)
-    return short, labels.layer_title(attrs, None, last)
+    every = [view.folded.nodes[call]["qualname"] for call in view.calls.get(node, ())]
+    short = labels.layer_title(attrs, enclosing_qualname(view, node), last, every)
+    return short, labels.layer_title(attrs, None, last, every)
 
 
 def cost_names(options: RenderOptions) -> tuple[str, ...]:
