@@ -4,10 +4,11 @@ its parent; opening inside a folded run opens one block; the view never loses th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 import torch
+from torch import nn
 
 import torchgraphrec as tgr
 from llama import gpt2_tiny
@@ -283,4 +284,54 @@ def test_hiding_ops_while_leaves_are_open_draws_the_leaves_as_boxes(browser,
         act(page, page.click, f'{ROOT} .tgr-opt[data-opt="ops"]')
         assert {"n-layer:0#0", "n-layer:1#0", "n-layer:2#0"} <= drawn_ids(page)
         assert page.locator(f"{ROOT} .tgr-status").text_content() == ""
+    assert loaded.problems == []
+
+
+class _Cached(nn.Module):
+    """Ten blocks, each adding what it computed in the first forward to what it computes in
+    the next (a decode step's KV cache, handed from one forward to the next)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(_Block() for _ in range(10))
+
+    def forward(self, x: torch.Tensor, cache: Optional[list] = None) -> tuple:
+        made = []
+        for index, block in enumerate(self.blocks):
+            x = block(x, None if cache is None else cache[index])
+            made.append(x)
+        return x, made
+
+
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, past: Optional[torch.Tensor]) -> torch.Tensor:
+        y = self.fc(x)
+        return y if past is None else y + past
+
+
+_MARKERS = """() => [...document.querySelector('%s').tgr.svg.querySelectorAll('g.tgr-marker')]
+  .filter((g) => /-q\\d+$/.test(g.id)).map((g) => g.querySelector('text').textContent)""" % ROOT
+
+
+def test_many_edges_from_another_forward_enter_by_markers(browser, tmp_path: Path) -> None:
+    # all ten ran from one port on the module's frame the module's length, and Graphviz's
+    # work grew with those lengths: 13 s to open a module of an 80-layer decode step
+    torch.manual_seed(0)
+    model = _Cached()
+    with torch.no_grad(), tgr.Recorder(model) as recorder:
+        _, cache = model(torch.randn(2, 8))
+        model(torch.randn(2, 8), cache)
+    path = recorder.recording.render(tmp_path / "decode.html")
+    with loaded_report(browser, path, fit=False) as loaded:
+        page = loaded.page
+        act(page, element(page, "layer:blocks.0#1", "c").locator("text").first.dispatch_event,
+            "dblclick")  # closed: the page lays out per module
+        markers = page.evaluate(_MARKERS)
+    # each edge is still drawn: from its source's marker beside where it goes, and leaving
+    # its source for a marker naming where it goes (the closed block "0" in the first)
+    assert sorted(markers) == ["fc"] * 10 + ["→ 0"] + ["→ add"] * 9
     assert loaded.problems == []

@@ -39,15 +39,18 @@ function tgrAround(placed, x, markerParent) {
    ``joins``: per module, each port's part outside (its title, "from->to"), to join them. */
 function tgrLocalEdges(composed, members) {
   const {placed, parts} = composed, local = new Map(), ports = new Map(), joins = new Map();
+  const ends = new Map();  // container -> part's key -> the elements its edge joins
   const markerParent = new Map(parts.marker.map(([name, , parent]) => [name, parent]));
   // a marker's edge is an edge of the composed view like the others, local to its module
   const edges = [...composed.edges, ...parts.marker.map(([name, t]) => [name, t])];
   const attrsOf = [...parts.edge, ...parts.marker.map(() => 'class="tgr-flow"')];
-  for (const c of members.keys()) { local.set(c, new Map()); ports.set(c, []); joins.set(c, new Map()); }
+  for (const c of members.keys()) {
+    local.set(c, new Map()); ports.set(c, []); joins.set(c, new Map()); ends.set(c, new Map());
+  }
   // each part keeps its edge's label: the spine enters attention by its query there too
-  const add = (c, from, to, attrs, label) => {
+  const add = (c, from, to, attrs, label, edge) => {
     const key = from + ">" + to;
-    if (!local.get(c).has(key)) local.get(c).set(key, [from, to, attrs, label]);
+    if (!local.get(c).has(key)) { local.get(c).set(key, [from, to, attrs, label]); ends.get(c).set(key, edge); }
   };
   const port = (c, name, outer, side) => {
     if (!ports.get(c).includes(name)) { ports.get(c).push(name); joins.get(c).set(name, [outer, side]); }
@@ -72,23 +75,68 @@ function tgrLocalEdges(composed, members) {
     const po = "po" + to, pi = "pi" + from;
     for (let at = 1; at < k; at++) {
       const outer = tgrLocalName(upS[at]) + "->" + (at + 1 < k ? po : to);
-      add(upS[at], tgrLocalName(upS[at - 1]), port(upS[at], po, outer, "out"), outPort, label);
+      add(upS[at], tgrLocalName(upS[at - 1]), port(upS[at], po, outer, "out"), outPort, label, [s, t]);
     }
     for (let at = 1; at < l; at++) {
       const outer = (at + 1 < l ? pi : from) + "->" + tgrLocalName(upT[at]);
       add(upT[at], port(upT[at], pi, outer, "in"), tgrLocalName(upT[at - 1]),
-          at === 1 ? inPort : rankless(inPort), label);
+          at === 1 ? inPort : rankless(inPort), label, [s, t]);
     }
   });
-  return {local, ports, joins};
+  return {local, ports, joins, ends};
 }
+
+/* Where more than ``limit`` parts leave one entry port of a module (the KV cache of a
+   decode step, each layer's from the prefill's layer beside it), or reach one exit port,
+   each is drawn between a marker and where it goes inside instead: the marker names what
+   is outside, as a shared input's does (compose.js tgrMarkers). From a port on the frame
+   each part would run the module's length, and Graphviz's work grows with those lengths
+   (seconds for 80 layers). The part outside then ends at the module's frame. Returns each
+   module's markers, ``[name, attributes]``. */
+function tgrFannedPorts(P, {local, ports, joins, ends}, limit) {
+  const {D} = P, found = new Map();
+  let k = 0;
+  for (const [c, parts] of local) {
+    const fanned = new Map();
+    for (const [key, [from, to]] of parts) {
+      if (from.startsWith("pi")) pushTo(fanned, from, key);
+      else if (to.startsWith("po")) pushTo(fanned, to, key);
+    }
+    for (const [port, keys] of fanned) {
+      const entering = port.startsWith("pi"), named = (key) => ends.get(c).get(key)[entering ? 0 : 1];
+      if (keys.length <= limit || keys.some((key) => typeof named(key) !== "number")) continue;
+      for (const key of keys) {
+        const [from, to, attrs, label] = parts.get(key), outside = named(key), name = "q" + k++;
+        // a marker a part leaves for points on: where it goes, not where it came from
+        const text = D.marker_names[D.marker[outside]], bare = text[0] === '"' ? text.slice(1, -1) : text;
+        const said = entering ? text : `"→ ${bare}"`;
+        pushTo(found, c, [name, `label=${said} class="tgr-marker" id="m-${D.xid[outside]}-q${k}" ` +
+                                D.marker_style]);
+        const [a, b] = entering ? [name, to] : [from, name];
+        parts.delete(key);
+        parts.set(a + ">" + b, [a, b, attrs, label]);
+        // the part inside the child it ran on from or to, joined to this part now
+        const child = joins.get(entering ? tgrContainerOf(to) : tgrContainerOf(from));
+        for (const [, join] of child || []) {
+          if (join[0] === from + "->" + to) join[0] = a + "->" + b;
+        }
+      }
+      ports.set(c, ports.get(c).filter((name) => name !== port));
+      joins.get(c).delete(port);
+    }
+  }
+  return found;
+}
+
+/* The container a local name stands for, where it stands for one ("n12": 12). */
+function tgrContainerOf(name) { return name.startsWith("n") ? +name.slice(1) : name; }
 
 function tgrLocalName(x) { return typeof x === "string" ? x : "n" + x; }
 
 /* The DOT of one container: its own frame (the module's cluster, as the composer writes
    it), its nodes, its open children as fixed-size boxes (with their ports: tgrPortBox), its
    own ports and edges (``hooks``: the ends of those that meet a child's port, by title). */
-function tgrLocalDot(P, composed, c, members, edges, ports, sizes, hooks) {
+function tgrLocalDot(P, composed, c, members, edges, ports, sizes, hooks, markers = []) {
   const {D} = P, {parts} = composed, inner = c !== -1, tab = inner ? "\t\t" : "\t";
   const lines = [composed.head];
   if (inner) lines.push(`\tsubgraph cluster_0 {\n\t\tgraph${parts.cluster.get(c)}\n`);
@@ -105,6 +153,7 @@ function tgrLocalDot(P, composed, c, members, edges, ports, sizes, hooks) {
       lines.push(`${tab}${name} [${own}${spine.has(name) ? " group=spine" : ""} ${extra}]\n`);
     }
   }
+  for (const [name, own] of markers) lines.push(`${tab}${name} [${own}]\n`);
   // in the order of the first member each port feeds or is fed by: Graphviz starts its
   // ordering from the text's, and q, k and v keep their row's order beside a port the
   // rotary embedding's cos and sin enter by, which feeds ops further down
@@ -241,7 +290,8 @@ var TGR_LAYOUTS = new Map();
 /* Lay out what the composed view needs (the missing containers only, innermost first) and
    put the results together: one SVG, its elements' ids those of the whole view's DOT. */
 function tgrLayOut(P, composed, viz) {
-  const members = tgrContainers(P, composed), {local, ports, joins} = tgrLocalEdges(composed, members);
+  const members = tgrContainers(P, composed), edges = tgrLocalEdges(composed, members);
+  const {local, ports, joins} = edges, markers = tgrFannedPorts(P, edges, P.D.fan_out);
   const sizes = new Map(), laid = new Map(), said = new Set();
   let fresh = 0;
   const visit = (c) => {
@@ -249,7 +299,8 @@ function tgrLayOut(P, composed, viz) {
     const children = members.get(c).filter((m) => members.has(m));
     const own = new Map(children.map((m) => [m, sizes.get(m)]));
     const hooks = tgrHooks(children, joins, laid, composed.rankdir);
-    const dot = tgrLocalDot(P, composed, c, members.get(c), local.get(c), ports.get(c), own, hooks);
+    const dot = tgrLocalDot(P, composed, c, members.get(c), local.get(c), ports.get(c), own, hooks,
+                            markers.get(c));
     let found = TGR_LAYOUTS.get(dot);
     if (!found) {
       found = tgrLaidOut(viz, dot, c !== -1);
