@@ -172,11 +172,23 @@ def test_doctor_runs(capsys) -> None:
      "No such file or directory: 'no_folder'"),  # the folder, not a temporary file in it
     (["render", "FILE:needs_a_backend", "-o", "x.svg"],
      "ImportError: needs the protobuf library, which was not found"),
+    # a saved recording is drawn as it was: what would record it otherwise is refused
+    (["render", "SAVED", "--backward", "-o", "x.svg"],
+     "was recorded without a backward: record it with torchgraphrec.record(model, inputs, "
+     "backward=True), then save it as .json again, or draw the model itself: "
+     "torchgraphrec render pkg.module:factory"),
+    (["render", "SAVED", "--input-shape", "1,5", "-o", "x.svg"],
+     "is a saved recording, drawn as it was recorded: --input-shape and --dtype are for a "
+     "model factory"),
 ])
 def test_errors_are_one_line_with_status_1(argv, match, factory_file, tmp_path, capsys,
                                            monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     argv = [str(factory_file) + a[4:] if a.startswith("FILE") else a for a in argv]
+    if "SAVED" in argv:
+        saved = tmp_path / "saved.json"
+        assert main(["render", f"{factory_file}:model_and_inputs", "-o", str(saved)]) == 0
+        argv = [str(saved) if a == "SAVED" else a for a in argv]
     assert main(argv) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("torchgraphrec: error: ") and "\n" not in err

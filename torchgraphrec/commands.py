@@ -64,6 +64,9 @@ def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str =
     if is_recording(target):
         from torchgraphrec.graph import from_json
 
+        if shapes:
+            raise ValueError(f"{target} is a saved recording, drawn as it was recorded: "
+                             "--input-shape and --dtype are for a model factory")
         return from_json(Path(target).read_text(encoding="utf-8"))
     from torchgraphrec.recorder import record
 
@@ -123,6 +126,8 @@ def render_target(target: str, output: Path, options: dict[str, Any],
 
     taken = options_for(output, options)  # before recording anything
     graph = load_graph(target, shapes, dtype, backward, **needs_costs(options))
+    if is_recording(target):  # a factory's model was recorded with what was asked
+        _check_counted(target, graph, {"backward": backward}, "render")
     return write(graph, output, **taken)
 
 
@@ -224,15 +229,17 @@ _COUNTED = {
 }
 
 
-def _check_counted(target: str, graph: Any, asked: Mapping[str, bool]) -> None:
+def _check_counted(target: str, graph: Any, asked: Mapping[str, bool],
+                   command: str = "summary") -> None:
     """Raise ``ValueError`` where the saved recording ``target`` lacks what the options
-    ``asked`` for (a saved recording cannot be recorded again with them)."""
+    ``asked`` of ``command`` for (a saved recording cannot be recorded again with them)."""
+    doing = {"summary": "summarise", "render": "draw"}[command]
     for option, (holds, what, how) in _COUNTED.items():
         if asked.get(option) and not holds(graph):
             raise ValueError(f"{target} was recorded without {what}: record it with "
                              f"torchgraphrec.record(model, inputs, {option}=True){how}, then "
-                             f"save it as .json again, or summarise the model itself: "
-                             f"torchgraphrec summary pkg.module:factory --input-shape ... "
+                             f"save it as .json again, or {doing} the model itself: "
+                             f"torchgraphrec {command} pkg.module:factory --input-shape ... "
                              f"--{option}")
 
 

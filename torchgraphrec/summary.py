@@ -89,7 +89,8 @@ def _footer(graph: nx.DiGraph, found: Mapping[str, Any]) -> list[str]:
     if found["param_bytes"] is not None:
         lines.append(f"Params size: {cost_text(found['param_bytes'], 'bytes')}")
     lines += _sharded(graph)
-    lines.append(f"{found['calls']} module calls in {graph.graph.get('model', '?')}")
+    calls = found["calls"]
+    lines.append(f"{calls:,} module call{'' if calls == 1 else 's'} in {graph.graph.get('model', '?')}")
     return lines
 
 
@@ -135,7 +136,7 @@ def summarize(graph: nx.DiGraph, depth: Optional[int] = None,
     Trainable params: 1,200
     Non-trainable params: 0
     Input size: 0 B
-    1 module calls in Net
+    1 module call in Net
     """
     if depth is not None and (not isinstance(depth, int) or depth < 0):
         raise ValueError(f"depth must be None or an int >= 0, got {depth!r}")
