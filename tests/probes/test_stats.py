@@ -7,7 +7,9 @@ import math
 import numpy
 import pytest
 import torch
+from torch import nn
 
+import torchgraphrec as tgr
 from torchgraphrec.probes import stats
 
 
@@ -130,3 +132,21 @@ def test_two_statistics_of_one_name_in_a_keep_are_refused() -> None:
         stats.keepers([lambda t: t.mean(), lambda t: t.abs().max()])
     with pytest.raises(ValueError, match=r"keep names 'mean' twice"):
         stats.keepers(["mean", torch.mean])
+
+
+@pytest.mark.parametrize("keep", ["full", stats.full_on("cpu")], ids=["full", "full_on"])
+def test_full_on_the_meta_device_keeps_each_value_as_a_value_without_data(keep) -> None:
+    # a copy "out of a meta tensor" failed the recording: there is no data to copy
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    shapes = {}
+    hooks = [m.register_forward_hook(lambda m, a, out, n=n: shapes.__setitem__(n, out.shape))
+             for n, m in model.named_children()]
+    model(torch.zeros(2, 4, device="meta"))
+    for hook in hooks:
+        hook.remove()
+    with tgr.Recorder(model, probes=[tgr.probe("output", keep=keep)]) as recorder:
+        model(torch.zeros(2, 4, device="meta"))
+    for name, shape in shapes.items():
+        [kept] = recorder[name, "output"]
+        assert kept.device.type == "meta" and kept.shape == shape

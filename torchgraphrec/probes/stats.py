@@ -44,16 +44,28 @@ def _wide(dtype: torch.dtype) -> torch.dtype:
 
 
 def full(tensor: torch.Tensor) -> torch.Tensor:
-    """The whole tensor: a detached copy on the CPU (the autograd graph is not kept)."""
-    return tensor.detach().to("cpu", copy=True)
+    """The whole tensor: a detached copy on the CPU (the autograd graph is not kept). A
+    value without data (the meta device, a ``FakeTensor``) is kept as such a value, its
+    shape and dtype: there is nothing to copy.
+
+    >>> full(torch.ones(2, device="meta")).device
+    device(type='meta')
+    """
+    return _copy_to(tensor, "cpu")
 
 
 def full_on(device: Union[str, torch.device]) -> Stat:
     """Like :func:`full`, but the copies go to ``device`` (``keep=stats.full_on("cuda")``)."""
     def full(tensor: torch.Tensor) -> torch.Tensor:
-        return tensor.detach().to(device, copy=True)
+        return _copy_to(tensor, device)
 
     return full
+
+
+def _copy_to(tensor: torch.Tensor, device: Union[str, torch.device]) -> torch.Tensor:
+    if not holds_data(tensor):
+        return tensor.detach().clone()
+    return tensor.detach().to(device, copy=True)
 
 
 def mean(tensor: torch.Tensor) -> torch.Tensor:
