@@ -760,3 +760,38 @@ def test_memory_true_under_torch_func_says_what_to_do_instead() -> None:
         tgr.record(model, x, memory=True)
     assert any("record it without memory=True" in note for note in raised.value.__notes__)
     assert hook_state(model) == before and torch_names.function_mode_depth() == 0
+
+
+class _WritesWhatIsSaved(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        saved = self.fc(x).sigmoid()  # sigmoid saves its result for the backward
+        return saved.mul_(2)  # which this writes over: the backward must refuse
+
+
+@pytest.mark.needs("saved_bytes")
+@pytest.mark.parametrize("how, written", [("in the forward", "[2, 3]"),
+                                          ("optimizer step before the backward", "[3, 3]")])
+def test_memory_true_keeps_autograds_check_of_a_saved_tensor_written_in_place(
+        how: str, written: str) -> None:
+    # with saved-tensor hooks on, autograd checks no versions: wrong gradients, no error
+    torch.manual_seed(0)
+    model = _WritesWhatIsSaved() if how == "in the forward" else nn.Linear(3, 3)
+    x = torch.randn(2, 3, requires_grad=True)
+
+    def run() -> None:
+        loss = model(x).sum()
+        if how != "in the forward":
+            with torch.no_grad():  # a step between the forward and its backward
+                model.weight.add_(1)  # saved by linear for x's gradient
+        loss.backward()
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        run()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation: "
+                                           rf"\[torch.FloatTensor \{written}\] is at version"):
+        with tgr.Recorder(model, memory=True):
+            run()

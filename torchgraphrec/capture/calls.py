@@ -283,6 +283,8 @@ class CallTracker:
             state, calls = self.state, self.events.calls
             stack = state.stack
             if not stack or calls[stack[-1]].module != module_index:
+                if len(rest) == 1:  # raised before our pre-hook ran (a user's global one
+                    return  # raised first): a call that never began for the recorder
                 raise unnested_error(module_index, stack, calls, state.table)
             index = stack.pop()
             call = calls[index]

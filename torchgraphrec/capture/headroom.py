@@ -22,35 +22,64 @@ class RecursionHeadroom:
     Where the limit cannot be put back yet (the stack is deeper than it), it stays raised
     until a later exit, at a shallower depth, puts it back (:attr:`restored`).
 
+    Blocks may end in any order (two recorders of one model end their forwards in the
+    order their hooks were registered): the limit is the one before the first block plus
+    the ``extra`` of those still open.
+
     >>> before = sys.getrecursionlimit()
-    >>> headroom = RecursionHeadroom(100)
-    >>> with headroom:
-    ...     sys.getrecursionlimit() - before
-    100
-    >>> sys.getrecursionlimit() == before
+    >>> first, second = RecursionHeadroom(100), RecursionHeadroom(10)
+    >>> first.__enter__(); second.__enter__()
+    >>> sys.getrecursionlimit() - before
+    110
+    >>> first.__exit__(); sys.getrecursionlimit() - before
+    10
+    >>> second.__exit__(); sys.getrecursionlimit() == before
     True
     """
 
-    __slots__ = ("extra", "_before", "_raised")
+    __slots__ = ("extra", "_raised")
 
     def __init__(self, extra: int) -> None:
         self.extra = extra
-        self._before = self._raised = 0
+        self._raised = False
 
     def __enter__(self) -> None:
-        self._before = sys.getrecursionlimit()
-        self._raised = self._before + self.extra
-        sys.setrecursionlimit(self._raised)
+        current = sys.getrecursionlimit()
+        if not _OPEN or current != _LIMIT[1]:  # the first, or a limit set since: the base
+            _LIMIT[0] = current - sum(open.extra for open in _OPEN)
+        _OPEN.append(self)
+        self._raised = True
+        _set_limit()
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._raised and sys.getrecursionlimit() == self._raised:
-            try:
-                sys.setrecursionlimit(self._before)
-            except RecursionError:  # deeper than that now (a forward out of stack): later
-                return
-        self._raised = 0
+        if not self._raised:
+            return
+        if sys.getrecursionlimit() != _LIMIT[1]:  # the forward set another: it stays
+            _OPEN.remove(self)
+            self._raised = False
+            return
+        _OPEN.remove(self)
+        try:
+            _set_limit()
+        except RecursionError:  # deeper than that now (a forward out of stack): later
+            _OPEN.append(self)
+            return
+        self._raised = False
 
     @property
     def restored(self) -> bool:
         """Whether the limit is back (or was set anew by someone else meanwhile)."""
         return not self._raised
+
+
+#: The blocks open, in the order they began.
+_OPEN: list[RecursionHeadroom] = []
+#: The limit before the first open block, and the limit they set last.
+_LIMIT = [0, 0]
+
+
+def _set_limit() -> None:
+    """The limit before the first open block, plus each open block's ``extra``."""
+    limit = _LIMIT[0] + sum(open.extra for open in _OPEN)
+    sys.setrecursionlimit(limit)
+    _LIMIT[1] = limit

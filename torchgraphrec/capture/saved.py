@@ -11,14 +11,15 @@ from torch import nn
 from torch.nn.parameter import is_lazy
 
 from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, current_frame, \
-    disable_dispatch_modes, dispatch_mode_depth, exclude_python_dispatch, pop_saved_tensor_hooks, \
+    disable_dispatch_modes, dispatch_mode_depth, exclude_python_dispatch, \
+    functorch_transforms_active, pop_saved_tensor_hooks, \
     push_saved_tensor_hooks, saved_by_custom_function, saved_tensor_hooks_enabled, \
     storage_weak_ref, top_saved_tensor_hooks
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.storages import storages_of
 from torchgraphrec.errors import SavedBytesNotCounted, warn
 
-__all__ = ["HELD_SAVED", "SavedBytes", "UNREADABLE_HOOKS"]
+__all__ = ["HELD_SAVED", "SavedBytes", "UNREADABLE_HOOKS", "written_after_saved"]
 
 _now: Callable[[], int] = time.perf_counter_ns
 _dispatch_modes: Callable[[], int] = dispatch_mode_depth
@@ -111,7 +112,7 @@ class SavedBytes:
         if not torch.is_grad_enabled():
             return
         self._lazy = []
-        why_not = self.push(_storages_of(modules, self._lazy))
+        why_not = self._why_not() or self.push(_storages_of(modules, self._lazy))
         if why_not is not None and not self._warned and why_not not in _SAID:
             self._warned = True
             if why_not is UNREADABLE_HOOKS:  # true of every recording: said once
@@ -152,14 +153,26 @@ class SavedBytes:
         """The bytes saved while op ``index`` ran; ``None`` where they were not counted."""
         return self.by_op.get(index, 0) if index in self.counted else None
 
-    def push(self, excluded: set[int]) -> Optional[str]:
-        """Start counting, leaving out the storages ``excluded`` (which it keeps and adds
-        to); where it cannot, why not."""
+    @staticmethod
+    def _why_not() -> Optional[str]:
+        """Why saved-tensor hooks cannot count here (``None``: they can). Asked before the
+        parameters' storages are: under ``torch.func`` they are wrappers without one."""
         if not saved_tensor_hooks_enabled():
             return ("saved-tensor hooks are disabled here "
                     "(torch.autograd.graph.disable_saved_tensors_hooks)")
         if not SAVED_TENSOR_HOOKS_READABLE:  # ours could silently take the place of a user's
             return UNREADABLE_HOOKS
+        if functorch_transforms_active():
+            return ("a torch.func transform (vmap, grad...) runs this forward: what it saves "
+                    "is wrapped, with no storage of its own to count")
+        return None
+
+    def push(self, excluded: set[int]) -> Optional[str]:
+        """Start counting, leaving out the storages ``excluded`` (which it keeps and adds
+        to); where it cannot, why not."""
+        why_not = self._why_not()
+        if why_not is not None:
+            return why_not
         self._outer = top_saved_tensor_hooks()
         push_saved_tensor_hooks(self._pack, self._unpack)
         self.done = excluded
@@ -237,12 +250,31 @@ class SavedBytes:
         if len(saved) >= HELD_SAVED:
             self._count_saved()
         clock.spent += _now() - entered + clock.costs.pack
-        return packed
+        # with hooks on, autograd no longer checks that a saved tensor was not written in
+        # place before the backward: the version goes with it, and _unpack checks it
+        return packed, packed._version
 
     def _unpack(self, packed: Any) -> torch.Tensor:
         if self._outer is not None:
             return self._outer[1](packed)
-        return packed
+        tensor, version = packed
+        if tensor._version != version:
+            raise RuntimeError(written_after_saved(tensor, version))
+        return tensor
+
+
+def written_after_saved(tensor: torch.Tensor, version: int) -> str:
+    """What the backward says of a tensor saved for it and written in place since, as
+    autograd says it where no saved-tensor hooks are on.
+
+    >>> print(written_after_saved(torch.zeros(3).add_(1), 0))
+    one of the variables needed for gradient computation has been modified by an inplace operation: [torch.FloatTensor [3]] is at version 1; expected version 0 instead (checked by torchgraphrec's saved-tensor hooks, memory=True, as autograd checks it without hooks)
+    """
+    return ("one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: [{tensor.type()} {list(tensor.shape)}] is at version "
+            f"{tensor._version}; expected version {version} instead (checked by "
+            "torchgraphrec's saved-tensor hooks, memory=True, as autograd checks it "
+            "without hooks)")
 
 
 def _detached(tensor: torch.Tensor) -> torch.Tensor:
