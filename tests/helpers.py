@@ -73,6 +73,20 @@ def hook_state(model: torch.nn.Module) -> dict[str, Any]:
     }
 
 
+class Tripled(torch.autograd.Function):
+    """A custom Function that saves a tensor of its own making, which autograd packs only
+    as ``apply`` returns (no op runs then), and returns ``x * x``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x * 3)
+        return x * x
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad * ctx.saved_tensors[0]
+
+
 def nodes_of(graph: nx.DiGraph, kind: str) -> dict[str, dict]:
     """The nodes of one kind, with their attributes."""
     return {node: attrs for node, attrs in graph.nodes(data=True) if attrs["kind"] == kind}

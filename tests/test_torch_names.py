@@ -258,15 +258,7 @@ def test_inline_attribute(owner: str, attribute: str) -> None:
 
 
 def test_saved_by_custom_function_tells_a_functions_saves_from_an_ops() -> None:
-    class Tripled(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x * 3)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, grad):
-            return grad * ctx.saved_tensors[0]
+    from helpers import Tripled
 
     found = []
 

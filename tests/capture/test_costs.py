@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 import torchgraphrec as tgr
-from helpers import fresh, hook_state, nodes_of, run_plain
+from helpers import Tripled, fresh, hook_state, nodes_of, run_plain
 from torchgraphrec.capture.flops.formulas import EXTRA_FORMULAS
 from models import ZOO
 from torchgraphrec import _torch as torch_names
@@ -188,19 +188,6 @@ def test_saved_bytes_equal_an_independent_count(name: str) -> None:
     assert all(a["saved_bytes"] >= 0 for a in nodes_of(graph, "op").values())
 
 
-class _Tripled(torch.autograd.Function):
-    """Saves a tensor of its own making, packed only as ``apply`` returns (no op runs)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x * 3)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * ctx.saved_tensors[0]
-
-
 class _Saving(nn.Module):
     """A custom Function or a reentrant checkpoint (one too), last or between two calls."""
 
@@ -212,7 +199,7 @@ class _Saving(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.a(x)
         if self.how == "function":
-            h = _Tripled.apply(h)
+            h = Tripled.apply(h)
         else:
             h = torch.utils.checkpoint.checkpoint(self.b, h, use_reentrant=True)
         return h if self.last else self.c(h)
