@@ -25,7 +25,7 @@ from torchgraphrec.text import settings_text
     (nn.AvgPool1d(3, stride=1), "3, stride 1"),
     (nn.MaxPool2d(3, stride=1, padding=1), "3×3, stride 1, pad 1"),
     (nn.LPPool1d(2, 3, stride=1), "norm_type=2, 3, stride 1"),
-    (nn.GroupNorm(4, 16), "16, groups 4, eps=1e-05"),  # 4 groups of 16 channels, not 4→16
+    (nn.GroupNorm(4, 16), "16, groups 4, eps=1e-05"),  # 16 channels in 4 groups, not 4→16
     (nn.Upsample(scale_factor=2.0, mode="bilinear"), "scale 2.0, mode=bilinear"),
 ], ids=lambda value: type(value).__name__ if isinstance(value, nn.Module) else None)
 def test_settings_are_short(module: nn.Module, text: str) -> None:

@@ -314,7 +314,7 @@ class _Block(nn.Module):
 
 
 _MARKERS = """() => [...document.querySelector('%s').tgr.svg.querySelectorAll('g.tgr-marker')]
-  .filter((g) => /-q\\d+$/.test(g.id)).map((g) => g.querySelector('text').textContent)""" % ROOT
+  .filter((g) => /-(n-?\\d+|g\\d+)q\\d+$/.test(g.id)).map((g) => g.querySelector('text').textContent)""" % ROOT
 
 
 def test_many_edges_from_another_forward_enter_by_markers(browser, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ nested on one model, a transform around the forward, a hook of theirs that raise
 from __future__ import annotations
 
 import copy
+import sys
 
 import pytest
 import torch
@@ -32,6 +33,27 @@ def test_recorders_nested_on_one_model_leave_the_recursion_limit_as_it_was() -> 
             tgr.record(model, x)
     assert hook_state(model) == before
     assert len(outer.recording.graph) > 0 and len(inner.recording.graph) > 0
+
+
+class _SetsItsLimit(nn.Module):
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit, self.inner = limit, nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        sys.setrecursionlimit(self.limit)  # the model's own, which a plain run leaves set
+        return self.inner(x)
+
+
+def test_a_limit_the_model_sets_stays_with_recorders_on_it_and_on_a_submodule() -> None:
+    before = sys.getrecursionlimit()
+    model = _SetsItsLimit(before + 4000)
+    try:
+        with tgr.Recorder(model), tgr.Recorder(model.inner):
+            model(torch.randn(2, 3))
+        assert sys.getrecursionlimit() == before + 4000
+    finally:
+        sys.setrecursionlimit(before)
 
 
 @pytest.mark.needs("saved_bytes")

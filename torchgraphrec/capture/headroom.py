@@ -15,6 +15,19 @@ FRAMES_PER_LEVEL = 1
 MARGIN = 64
 
 
+#: The blocks open, in the order they began.
+_OPEN: list["RecursionHeadroom"] = []
+#: The limit before the first open block, and the limit they set last.
+_LIMIT = [0, 0]
+
+
+def _set_limit() -> None:
+    """The limit before the first open block, plus each open block's ``extra``."""
+    limit = _LIMIT[0] + sum(block.extra for block in _OPEN)
+    sys.setrecursionlimit(limit)
+    _LIMIT[1] = limit
+
+
 class RecursionHeadroom:
     """Raise the recursion limit by ``extra`` inside the block, and put it back after
     unless the forward set another meanwhile: a model that nests as deep as a plain run
@@ -24,7 +37,8 @@ class RecursionHeadroom:
 
     Blocks may end in any order (two recorders of one model end their forwards in the
     order their hooks were registered): the limit is the one before the first block plus
-    the ``extra`` of those still open.
+    the ``extra`` of those still open. A limit set while blocks are open (by the model)
+    stays: those blocks put nothing back.
 
     >>> before = sys.getrecursionlimit()
     >>> first, second = RecursionHeadroom(100), RecursionHeadroom(10)
@@ -45,8 +59,12 @@ class RecursionHeadroom:
 
     def __enter__(self) -> None:
         current = sys.getrecursionlimit()
-        if not _OPEN or current != _LIMIT[1]:  # the first, or a limit set since: the base
-            _LIMIT[0] = current - sum(open.extra for open in _OPEN)
+        if _OPEN and current != _LIMIT[1]:  # the model set a limit: the open blocks keep it
+            for block in _OPEN:
+                block._raised = False
+            _OPEN.clear()
+        if not _OPEN:
+            _LIMIT[0] = current
         _OPEN.append(self)
         self._raised = True
         _set_limit()
@@ -70,16 +88,3 @@ class RecursionHeadroom:
     def restored(self) -> bool:
         """Whether the limit is back (or was set anew by someone else meanwhile)."""
         return not self._raised
-
-
-#: The blocks open, in the order they began.
-_OPEN: list[RecursionHeadroom] = []
-#: The limit before the first open block, and the limit they set last.
-_LIMIT = [0, 0]
-
-
-def _set_limit() -> None:
-    """The limit before the first open block, plus each open block's ``extra``."""
-    limit = _LIMIT[0] + sum(open.extra for open in _OPEN)
-    sys.setrecursionlimit(limit)
-    _LIMIT[1] = limit

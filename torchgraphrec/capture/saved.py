@@ -10,12 +10,13 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, current_frame, \
-    disable_dispatch_modes, dispatch_mode_depth, exclude_python_dispatch, \
+from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, DisableTorchFunction, \
+    current_frame, disable_dispatch_modes, dispatch_mode_depth, exclude_python_dispatch, \
     functorch_transforms_active, pop_saved_tensor_hooks, \
     push_saved_tensor_hooks, saved_by_custom_function, saved_tensor_hooks_enabled, \
     storage_weak_ref, top_saved_tensor_hooks
 from torchgraphrec.capture.clock import Clock
+from torchgraphrec.capture.events import OP_CALL
 from torchgraphrec.capture.storages import storages_of
 from torchgraphrec.errors import SavedBytesNotCounted, warn
 
@@ -79,16 +80,21 @@ class SavedBytes:
     enabled (:meth:`begin_forward`, :meth:`end_forward`).
 
     A custom ``autograd.Function`` (a reentrant ``checkpoint`` too) saves what its
-    ``forward`` asked for as it returns, while no op runs: those bytes go to its last op,
-    the one that made its output. ``handler`` is the code of the op handler, whose frame
-    tells a Function run inside an op (where the op running has them) from one run between
-    ops.
+    ``forward`` asked for as it returns, while no op runs: those bytes go to the last op
+    the open module call (the last of ``stack``) ran itself, else to the last op of the
+    calls it made. ``handler`` is the code of the op handler, whose frame tells a Function
+    run inside an op (where the op running has them) from one run between ops.
     """
 
-    def __init__(self, ops: list, clock: Clock, handler: Optional[CodeType] = None) -> None:
+    def __init__(self, ops: list, clock: Clock, handler: Optional[CodeType] = None,
+                 stack: Optional[list[int]] = None) -> None:
         self._ops = ops  # the ops recorded so far: the one running is the next
         self._clock = clock  # stopped while the hooks work (inside the op's own time)
         self._handler = handler
+        self._stack = [] if stack is None else stack
+        # the recorder's own detach, between ops as a Function returns, is no op of the
+        # model's: hidden from the op mode, as from a user's function modes
+        self._quiet = DisableTorchFunction()
         self.by_op: dict[int, int] = {}  # op index -> bytes saved while it ran
         self.done: set[int] = set()  # storages counted already, or never to count
         self._outer: Any = None
@@ -112,7 +118,9 @@ class SavedBytes:
         if not torch.is_grad_enabled():
             return
         self._lazy = []
-        why_not = self._why_not() or self.push(_storages_of(modules, self._lazy))
+        why_not = self._why_not()
+        if why_not is None:
+            why_not = self.push(_storages_of(modules, self._lazy), checked=True)
         if why_not is not None and not self._warned and why_not not in _SAID:
             self._warned = True
             if why_not is UNREADABLE_HOOKS:  # true of every recording: said once
@@ -167,10 +175,10 @@ class SavedBytes:
                     "is wrapped, with no storage of its own to count")
         return None
 
-    def push(self, excluded: set[int]) -> Optional[str]:
+    def push(self, excluded: set[int], checked: bool = False) -> Optional[str]:
         """Start counting, leaving out the storages ``excluded`` (which it keeps and adds
-        to); where it cannot, why not."""
-        why_not = self._why_not()
+        to); where it cannot, why not (``checked``: :meth:`_why_not` was asked already)."""
+        why_not = None if checked else self._why_not()
         if why_not is not None:
             return why_not
         self._outer = top_saved_tensor_hooks()
@@ -213,8 +221,8 @@ class SavedBytes:
 
     def _op_saving(self) -> int:
         """The index of the op whose bytes the pack hook (this method's caller) is
-        counting: the op running, or a custom Function's last op where one returns between
-        ops."""
+        counting: the op running, or where a custom Function returns between ops, the open
+        call's last op (see the class)."""
         index = len(self._ops)
         frame = current_frame().f_back
         if index == self._first_op or not saved_by_custom_function(frame):
@@ -223,30 +231,51 @@ class SavedBytes:
             if frame.f_code is self._handler:
                 return index  # a Function inside an op: that op's
             frame = frame.f_back
-        return index - 1
+        return self._last_op_of_open_call(index)
+
+    def _last_op_of_open_call(self, index: int) -> int:
+        """The last op the open call ran itself, else the last op of the calls it made
+        (calls are numbered as they begin: the ops recorded since it began, at the end of
+        the list, are those of calls numbered from it on), else the next op."""
+        ops, call = self._ops, self._stack[-1] if self._stack else -1
+        inner = None
+        for position in range(index - 1, self._first_op - 1, -1):
+            owner = ops[position][OP_CALL]
+            if owner == call:
+                return position
+            if owner < call:
+                break
+            if inner is None:
+                inner = position
+        return index if inner is None else inner
 
     def _pack(self, tensor: torch.Tensor) -> Any:
         entered = _now()
         clock = self._clock
+        index = self._op_saving()
         if self._outer is not None:  # the user's hooks: their work is the model's
-            index = self._op_saving()
             if self._lazy:
                 self._exclude_materialized()
             for storage in storages_of(tensor):  # counted now: they may move it elsewhere
                 self._count_unheld(storage, index)
             clock.spent += _now() - entered + clock.costs.pack
-            return self._outer[0](tensor)
+            # with their unpack hook: a later forward may run under other hooks (or none)
+            return self._outer[0](tensor), self._outer[1], None
         if tensor.is_leaf:
             packed = tensor
-        elif _dispatch_modes():
-            packed = _detached(tensor)
-        else:  # _detached's usual case, inline: this runs for every tensor autograd saves
-            packed = tensor.detach()
+        else:
+            quiet = self._quiet
+            quiet.__enter__()
+            try:
+                # _detached's usual case inline: this runs for every tensor autograd saves
+                packed = _detached(tensor) if _dispatch_modes() else tensor.detach()
+            finally:
+                quiet.__exit__(None, None, None)
         # held until counted, as autograd holds it: its storage cannot be freed and its
         # address taken by another meanwhile; a few at a time, so that what a forward
         # drops of its own graph is freed nearly as soon as without the recorder
         saved = self._saved
-        saved.append((self._op_saving(), packed))
+        saved.append((index, packed))
         if len(saved) >= HELD_SAVED:
             self._count_saved()
         clock.spent += _now() - entered + clock.costs.pack
@@ -254,9 +283,10 @@ class SavedBytes:
         # place before the backward: the version goes with it, and _unpack checks it
         return packed, packed._version
 
-    def _unpack(self, packed: Any) -> torch.Tensor:
-        if self._outer is not None:
-            return self._outer[1](packed)
+    @staticmethod
+    def _unpack(packed: tuple) -> torch.Tensor:
+        if len(packed) == 3:  # packed by the user's hooks, which unpack it
+            return packed[1](packed[0])
         tensor, version = packed
         if tensor._version != version:
             raise RuntimeError(written_after_saved(tensor, version))

@@ -55,7 +55,8 @@ def full(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def full_on(device: Union[str, torch.device]) -> Stat:
-    """Like :func:`full`, but the copies go to ``device`` (``keep=stats.full_on("cuda")``)."""
+    """Like :func:`full`, but the copies go to ``device`` (``keep=stats.full_on("cuda")``);
+    a value without data stays such a value, as there."""
     def full(tensor: torch.Tensor) -> torch.Tensor:
         return _copy_to(tensor, device)
 
@@ -63,6 +64,8 @@ def full_on(device: Union[str, torch.device]) -> Stat:
 
 
 def _copy_to(tensor: torch.Tensor, device: Union[str, torch.device]) -> torch.Tensor:
+    """A detached copy of ``tensor`` on ``device``; of a value without data, a detached
+    clone where it is (there is nothing to move)."""
     if not holds_data(tensor):
         return tensor.detach().clone()
     return tensor.detach().to(device, copy=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -52,6 +53,12 @@ def param_shapes(graph: nx.DiGraph) -> dict[str, tuple]:
     return {layer: tuple(sorted(shapes)) for layer, shapes in used.items()}
 
 
+#: Each recorded graph's signatures (see :meth:`Folder._recorded_signatures`), with the
+#: graph's size when they were worked out.
+_SIGNED: "weakref.WeakKeyDictionary[nx.DiGraph, tuple[tuple[int, int], dict[str, int]]]" = \
+    weakref.WeakKeyDictionary()
+
+
 class Folder:
     """Finds the runs to fold and maps every node of a later repeat to its first copy."""
 
@@ -76,7 +83,7 @@ class Folder:
                         key=lambda n: -self.graph.nodes[n]["depth"])
         shapes = param_shapes(self.source)
         inside = self._inside_boxes(shapes)
-        label_of = {n: (*self._fold_label(self.graph, n, shapes), inside.get(n))
+        label_of = {n: (*self._fold_label(self.graph, n, shapes, n in self.boxes), inside.get(n))
                     for n in self.order}
         signed = signatures(self.children, self.kind, label_of, layers)
         outermost_first = sorted(self.children, key=lambda n: -1 if n is None
@@ -98,7 +105,17 @@ class Folder:
         a dropout's ``p`` or another order of their ops, are no repeats)."""
         if self.graph is self.source or not self.boxes:
             return {}
+        signed = self._recorded_signatures(shapes)
+        return {box: signed[box] for box in self.boxes if box in signed}
+
+    def _recorded_signatures(self, shapes: dict[str, tuple]) -> dict[str, int]:
+        """:func:`signatures` of every call in the graph as recorded, worked out once per
+        graph (a report folds it at every depth)."""
         source = self.source
+        size = (source.number_of_nodes(), source.number_of_edges())
+        cached = _SIGNED.get(source)
+        if cached is not None and cached[0] == size:
+            return cached[1]
         kind = {n: a["kind"] for n, a in source.nodes(data=True)}
         order = sorted(source.nodes, key=lambda n: source.nodes[n]["seq"])
         children: dict[Optional[str], list[str]] = {}
@@ -106,14 +123,16 @@ class Folder:
             children.setdefault(source.nodes[node]["parent"], []).append(node)
         layers = sorted((n for n in reversed(order) if kind[n] == "layer"),
                         key=lambda n: -source.nodes[n]["depth"])
-        label_of = {n: self._fold_label(source, n, shapes) for n in order}
+        label_of = {n: self._fold_label(source, n, shapes, False) for n in order}
         signed = signatures(children, kind, label_of, layers)
-        return {box: signed[box] for box in self.boxes if box in signed}
+        _SIGNED[source] = (size, signed)
+        return signed
 
-    def _fold_label(self, graph: nx.DiGraph, node: str, shapes: dict[str, tuple]) -> tuple:
+    def _fold_label(self, graph: nx.DiGraph, node: str, shapes: dict[str, tuple],
+                    boxed: bool) -> tuple:
         """What must match in ``graph``, besides the children, for two nodes to be repeats
         (in a diff's union also what changed: an added block is not folded into the same
-        ones)."""
+        ones); ``boxed``: whether the node is drawn as a box."""
         attrs = graph.nodes[node]
         status = (attrs.get("diff"), attrs.get("diff_inside"))
         if attrs["kind"] == "tensor":
@@ -123,7 +142,7 @@ class Folder:
         boundary = tuple(self.source.nodes[t]["shape"] if t in self.source else None
                          for t in attrs["inputs"] + attrs["outputs"])
         return (attrs["type"], attrs.get("settings"), attrs["num_params"], boundary,
-                shapes.get(node, ()), node in self.boxes, *status)
+                shapes.get(node, ()), boxed, *status)
 
     def _try(self, folding: Folding, parent: Optional[str], calls: list[str], run: Run) -> None:
         first, last = run.repeat(calls, 0)[0], run.repeat(calls, run.count - 1)[-1]

@@ -95,8 +95,10 @@ function tgrLocalEdges(composed, members) {
    module's markers, ``[name, attributes]``. */
 function tgrFannedPorts(P, {local, ports, joins, ends}, limit) {
   const {D} = P, found = new Map();
-  let k = 0;
   for (const [c, parts] of local) {
+    // numbered within the module: its DOT, the key its layout is kept by, stays the same
+    // where other modules change
+    let k = 0;
     const fanned = new Map();
     for (const [key, [from, to]] of parts) {
       if (from.startsWith("pi")) pushTo(fanned, from, key);
@@ -106,12 +108,12 @@ function tgrFannedPorts(P, {local, ports, joins, ends}, limit) {
       const entering = port.startsWith("pi"), named = (key) => ends.get(c).get(key)[entering ? 0 : 1];
       if (keys.length <= limit || keys.some((key) => typeof named(key) !== "number")) continue;
       for (const key of keys) {
-        const [from, to, attrs, label] = parts.get(key), outside = named(key), name = "q" + k++;
+        const [from, to, attrs, label] = parts.get(key), outside = named(key), name = "q" + k;
         // a marker a part leaves for points on: where it goes, not where it came from
         const text = D.marker_names[D.marker[outside]], bare = text[0] === '"' ? text.slice(1, -1) : text;
         const said = entering ? text : `"→ ${bare}"`;
-        pushTo(found, c, [name, `label=${said} class="tgr-marker" id="m-${D.xid[outside]}-q${k}" ` +
-                                D.marker_style]);
+        pushTo(found, c, [name, `label=${said} class="tgr-marker" ` +
+                                `id="m-${D.xid[outside]}-${tgrLocalName(c)}q${k++}" ${D.marker_style}`]);
         const [a, b] = entering ? [name, to] : [from, name];
         parts.delete(key);
         parts.set(a + ">" + b, [a, b, attrs, label]);
