@@ -257,22 +257,6 @@ def test_inline_attribute(owner: str, attribute: str) -> None:
         assert callable(value) and isinstance(value(), int)
 
 
-def test_saved_by_custom_function_tells_a_functions_saves_from_an_ops() -> None:
-    from helpers import Tripled
-
-    found = []
-
-    def pack(tensor):
-        found.append(_torch.saved_by_custom_function(_torch.current_frame()))
-        return tensor
-
-    x = torch.ones(2, requires_grad=True)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        Tripled.apply(x)
-        x.sin()
-    assert found == [True, False]
-
-
 def test_every_public_name_has_a_test_here() -> None:
     import inspect
 

@@ -34,7 +34,7 @@ __all__ = [
     "modules_raised_through", "nested_sizes", "node_scoped_dispatch_modes", "pop_dispatch_mode",
     "pop_function_mode",
     "pop_saved_tensor_hooks", "push_dispatch_mode", "push_function_mode",
-    "register_global_forward_hook", "saved_by_custom_function",
+    "register_global_forward_hook",
     "push_saved_tensor_hooks", "queue_backward_callback", "saved_tensor_hooks_enabled",
     "storage_weak_ref",
     "top_saved_tensor_hooks", "torch_function_all_disabled",
@@ -250,16 +250,6 @@ def call_raised(hook_frame: FrameType) -> bool:
 
 
 _CALL_IMPL_CODE = torch.nn.Module._call_impl.__code__
-#: What runs a custom ``autograd.Function``: its C ``apply`` packs what ``forward`` saved
-#: after ``forward`` returned, called from this Python frame (``None``: not so here).
-_APPLY_CODE = getattr(getattr(torch.autograd.Function.apply, "__func__", None), "__code__", None)
-
-
-def saved_by_custom_function(pack_frame: FrameType) -> bool:
-    """Whether the saved-tensor pack hook whose frame is ``pack_frame`` was called for what
-    a custom ``autograd.Function`` (a reentrant ``checkpoint`` too) saved, as it returned."""
-    caller = pack_frame.f_back
-    return caller is not None and caller.f_code is _APPLY_CODE
 
 
 def modules_raised_through(exc: BaseException) -> list[torch.nn.Module]:

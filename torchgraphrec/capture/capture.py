@@ -112,8 +112,8 @@ class Capture:
             self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
         if counts is None and not memory:
             return
-        saved_bytes = SavedBytes(self.events.ops, self.state.clock, OpMode.record.__code__,
-                                 self.state.stack) if memory else None
+        saved_bytes = SavedBytes(self.events.ops, self.state.clock, self.state) \
+            if memory else None
         self.costs = OpCosts(counts, saved_bytes, self.table.modules)
         self.namer.op_costs = self.costs.put
         if memory:

@@ -199,6 +199,8 @@ class OpRecorder:
         seq_before = events.seq
         if guard is not None:
             guard.__exit__(None, None, None)
+        state = self.state
+        state.running += 1
         called = _now()
         # the gap since the last time handed out gives up the least before an op of this
         # mode's level so far (see Clock); what runs inside the call starts after t0
@@ -209,8 +211,13 @@ class OpRecorder:
             t0 = clock.last + 1
         clock.last = t0
         clock.spent += called - entered + half + given_up
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except BaseException:
+            state.running -= 1
+            raise
         returned = _now()
+        state.running -= 1
         t1 = returned - clock.spent  # less what the recorder's hooks took inside the call
         if t1 <= clock.last:  # after the last time handed out inside the call, or t0
             t1 = clock.last + 1

@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import time
-from types import CodeType
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
 from torchgraphrec._torch import SAVED_TENSOR_HOOKS_READABLE, DisableTorchFunction, \
-    current_frame, disable_dispatch_modes, dispatch_mode_depth, exclude_python_dispatch, \
+    disable_dispatch_modes, dispatch_mode_depth, exclude_python_dispatch, \
     functorch_transforms_active, pop_saved_tensor_hooks, \
-    push_saved_tensor_hooks, saved_by_custom_function, saved_tensor_hooks_enabled, \
+    push_saved_tensor_hooks, saved_tensor_hooks_enabled, \
     storage_weak_ref, top_saved_tensor_hooks
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.events import OP_CALL
 from torchgraphrec.capture.storages import storages_of
 from torchgraphrec.errors import SavedBytesNotCounted, warn
+
+if TYPE_CHECKING:
+    from torchgraphrec.capture.state import CaptureState
 
 __all__ = ["HELD_SAVED", "SavedBytes", "UNREADABLE_HOOKS", "written_after_saved"]
 
@@ -80,18 +82,15 @@ class SavedBytes:
     enabled (:meth:`begin_forward`, :meth:`end_forward`).
 
     A custom ``autograd.Function`` (a reentrant ``checkpoint`` too) saves what its
-    ``forward`` asked for as it returns, while no op runs: those bytes go to the last op
-    the open module call (the last of ``stack``) ran itself, else to the last op of the
-    calls it made. ``handler`` is the code of the op handler, whose frame tells a Function
-    run inside an op (where the op running has them) from one run between ops.
+    ``forward`` asked for as it returns, while no op runs (``state.running``): those bytes
+    go to the last op the open module call (the last of ``state.stack``) ran itself, else
+    to the last op of the calls it made. Without ``state``, to the next op.
     """
 
-    def __init__(self, ops: list, clock: Clock, handler: Optional[CodeType] = None,
-                 stack: Optional[list[int]] = None) -> None:
+    def __init__(self, ops: list, clock: Clock, state: Optional["CaptureState"] = None) -> None:
         self._ops = ops  # the ops recorded so far: the one running is the next
         self._clock = clock  # stopped while the hooks work (inside the op's own time)
-        self._handler = handler
-        self._stack = [] if stack is None else stack
+        self._state = state
         # the recorder's own detach, between ops as a Function returns, is no op of the
         # model's: hidden from the op mode, as from a user's function modes
         self._quiet = DisableTorchFunction()
@@ -220,24 +219,19 @@ class SavedBytes:
         self._count(storage, index)
 
     def _op_saving(self) -> int:
-        """The index of the op whose bytes the pack hook (this method's caller) is
-        counting: the op running, or where a custom Function returns between ops, the open
-        call's last op (see the class)."""
-        index = len(self._ops)
-        frame = current_frame().f_back
-        if index == self._first_op or not saved_by_custom_function(frame):
+        """The index of the op whose bytes the pack hook is counting: the op running, or
+        where a custom Function returns between ops, the open call's last op (see the
+        class)."""
+        index, state = len(self._ops), self._state
+        if state is None or state.running or index == self._first_op:
             return index
-        while frame is not None:
-            if frame.f_code is self._handler:
-                return index  # a Function inside an op: that op's
-            frame = frame.f_back
-        return self._last_op_of_open_call(index)
+        return self._last_op_of_open_call(index, state.stack)
 
-    def _last_op_of_open_call(self, index: int) -> int:
+    def _last_op_of_open_call(self, index: int, stack: list[int]) -> int:
         """The last op the open call ran itself, else the last op of the calls it made
         (calls are numbered as they begin: the ops recorded since it began, at the end of
         the list, are those of calls numbered from it on), else the next op."""
-        ops, call = self._ops, self._stack[-1] if self._stack else -1
+        ops, call = self._ops, stack[-1] if stack else -1
         inner = None
         for position in range(index - 1, self._first_op - 1, -1):
             owner = ops[position][OP_CALL]

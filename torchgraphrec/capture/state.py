@@ -86,7 +86,7 @@ class CaptureState:
     """
 
     __slots__ = ("table", "events", "values", "stack", "autograd", "nested", "chains", "clock",
-                 "sharded", "links")
+                 "sharded", "links", "running")
 
     def __init__(self, table: ModuleTable, events: Events, autograd: bool = False) -> None:
         self.table = table
@@ -101,6 +101,9 @@ class CaptureState:
         self.links: Any = None
         self.chains = ChainGuard(events)
         self.clock = Clock()
+        #: how many recorded ops are running now (an op's call, between its handler's
+        #: before and after): what autograd saves while none is, a custom Function saved
+        self.running = 0
 
     def tensor_node(self, tensor: torch.Tensor, version: int, number: int, call: int, t: int,
                     role: str | None = None) -> int:
