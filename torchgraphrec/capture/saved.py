@@ -119,8 +119,8 @@ class SavedBytes:
         self._lazy = []
         why_not = self._why_not()
         if why_not is None:
-            why_not = self.push(_storages_of(modules, self._lazy), checked=True)
-        if why_not is not None and not self._warned and why_not not in _SAID:
+            self.push(_storages_of(modules, self._lazy))
+        elif not self._warned and why_not not in _SAID:
             self._warned = True
             if why_not is UNREADABLE_HOOKS:  # true of every recording: said once
                 _SAID.add(why_not)
@@ -163,7 +163,7 @@ class SavedBytes:
     @staticmethod
     def _why_not() -> Optional[str]:
         """Why saved-tensor hooks cannot count here (``None``: they can). Asked before the
-        parameters' storages are: under ``torch.func`` they are wrappers without one."""
+        parameters' storages are read: under ``torch.func`` they are wrappers without one."""
         if not saved_tensor_hooks_enabled():
             return ("saved-tensor hooks are disabled here "
                     "(torch.autograd.graph.disable_saved_tensors_hooks)")
@@ -174,17 +174,13 @@ class SavedBytes:
                     "is wrapped, with no storage of its own to count")
         return None
 
-    def push(self, excluded: set[int], checked: bool = False) -> Optional[str]:
+    def push(self, excluded: set[int]) -> None:
         """Start counting, leaving out the storages ``excluded`` (which it keeps and adds
-        to); where it cannot, why not (``checked``: :meth:`_why_not` was asked already)."""
-        why_not = None if checked else self._why_not()
-        if why_not is not None:
-            return why_not
+        to), where :meth:`_why_not` finds nothing against it."""
         self._outer = top_saved_tensor_hooks()
         push_saved_tensor_hooks(self._pack, self._unpack)
         self.done = excluded
         self.active = True
-        return None
 
     def exclude(self, tensor: torch.Tensor) -> None:
         """Leave ``tensor``'s storages out while counting (a model input, a parameter built

@@ -7,7 +7,8 @@ from typing import Any, Hashable, Mapping, Sequence
 
 import networkx as nx
 
-__all__ = ["Run", "find_runs", "signatures", "chained", "split_chains"]
+__all__ = ["Run", "find_runs", "call_tree", "deepest_first", "signatures", "chained",
+           "split_chains"]
 
 MAX_PERIOD = 8
 
@@ -52,6 +53,30 @@ def find_runs(keys: Sequence[Hashable], max_period: int = MAX_PERIOD) -> list[Ru
             runs.append(best)
         position += best.period * best.count
     return runs
+
+
+def call_tree(graph: nx.DiGraph) -> tuple[list[Any], dict[Any, list[Any]], dict[Any, str]]:
+    """``graph``'s nodes in the order they were observed (``seq``), each node's children
+    in that order (under its ``parent``; ``None`` holds the top), and each node's kind.
+
+    >>> g = nx.DiGraph()
+    >>> g.add_node("b", seq=2, parent="a", kind="op")
+    >>> g.add_node("a", seq=1, parent=None, kind="layer")
+    >>> call_tree(g)
+    (['a', 'b'], {None: ['a'], 'a': ['b']}, {'a': 'layer', 'b': 'op'})
+    """
+    order = sorted(graph.nodes, key=lambda n: graph.nodes[n]["seq"])
+    children: dict[Any, list[Any]] = {}
+    for node in order:
+        children.setdefault(graph.nodes[node]["parent"], []).append(node)
+    return order, children, {node: graph.nodes[node]["kind"] for node in order}
+
+
+def deepest_first(graph: nx.DiGraph, order: Sequence[Any], kind: Mapping[Any, str]) -> list[Any]:
+    """The layer calls of ``order``, deepest first, each before its parent (as
+    :func:`signatures` takes them)."""
+    return sorted((n for n in reversed(order) if kind[n] == "layer"),
+                  key=lambda n: -graph.nodes[n]["depth"])
 
 
 def signatures(children: Mapping[Any, Sequence[Any]], kind_of: Mapping[Any, str],

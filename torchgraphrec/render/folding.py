@@ -8,7 +8,8 @@ from typing import Any, Optional
 
 import networkx as nx
 
-from torchgraphrec.render.fold import Run, chained, find_runs, signatures, split_chains
+from torchgraphrec.render.fold import Run, call_tree, chained, deepest_first, find_runs, \
+    signatures, split_chains
 
 __all__ = ["Folder", "FoldedRun", "Folding", "param_shapes"]
 
@@ -79,8 +80,7 @@ class Folder:
         With ``inside_repeats``, runs inside the later repeats of a folded run are found
         too (each in :attr:`runs`): the report's page unfolds runs one by one."""
         folding = Folding()
-        layers = sorted((n for n in reversed(self.order) if self.kind[n] == "layer"),
-                        key=lambda n: -self.graph.nodes[n]["depth"])
+        layers = deepest_first(self.graph, self.order, self.kind)
         shapes = param_shapes(self.source)
         inside = self._inside_boxes(shapes)
         label_of = {n: (*self._fold_label(self.graph, n, shapes, n in self.boxes), inside.get(n))
@@ -116,15 +116,9 @@ class Folder:
         cached = _SIGNED.get(source)
         if cached is not None and cached[0] == size:
             return cached[1]
-        kind = {n: a["kind"] for n, a in source.nodes(data=True)}
-        order = sorted(source.nodes, key=lambda n: source.nodes[n]["seq"])
-        children: dict[Optional[str], list[str]] = {}
-        for node in order:
-            children.setdefault(source.nodes[node]["parent"], []).append(node)
-        layers = sorted((n for n in reversed(order) if kind[n] == "layer"),
-                        key=lambda n: -source.nodes[n]["depth"])
+        order, children, kind = call_tree(source)
         label_of = {n: self._fold_label(source, n, shapes, False) for n in order}
-        signed = signatures(children, kind, label_of, layers)
+        signed = signatures(children, kind, label_of, deepest_first(source, order, kind))
         _SIGNED[source] = (size, signed)
         return signed
 

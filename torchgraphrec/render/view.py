@@ -9,6 +9,7 @@ import networkx as nx
 
 from torchgraphrec.graph import collapse
 from torchgraphrec.render import edges as edge_rules
+from torchgraphrec.render.fold import call_tree
 from torchgraphrec.render.folding import Folder, Folding
 from torchgraphrec.render.options import AUTO, RenderOptions
 from torchgraphrec.render.oproles import RESHAPE, argument_roles, in_role_order, is_bridged, \
@@ -167,11 +168,7 @@ def _drawn_ancestor(source: nx.DiGraph, folded: nx.DiGraph, node: str) -> str:
 class _ViewBuilder:
     def __init__(self, source: nx.DiGraph, folded: nx.DiGraph, options: RenderOptions) -> None:
         self.source, self.graph, self.options = source, folded, options
-        self.order = sorted(folded.nodes, key=lambda n: folded.nodes[n]["seq"])
-        self.children: dict[Optional[str], list[str]] = {}
-        for node in self.order:
-            self.children.setdefault(folded.nodes[node]["parent"], []).append(node)
-        self.kind = {node: folded.nodes[node]["kind"] for node in self.order}
+        self.order, self.children, self.kind = call_tree(folded)
         # a leaf opens to its ops only where ops are drawn: else it would be an empty frame
         opened = options.expand_leaves and bool(options.include_ops)
         self.boxes = {n for n in self.order if self.kind[n] == "layer" and not any(
