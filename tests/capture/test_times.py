@@ -34,6 +34,9 @@ def _resnet50() -> Case:
 BIG = {"resnet50": _resnet50, "gpt2_small": _gpt2_small, "mlp200": lambda: deep_mlp(200, 64)}
 
 
+_ROUNDS = 3  # of seven interleaved pairs at most, each adding to the least of each side
+
+
 @functools.lru_cache(maxsize=1)  # GPT-2 small takes seconds to build: once for both tests
 def _big(name: str) -> Case:
     return BIG[name]()
@@ -62,16 +65,22 @@ def test_root_forward_ms_is_the_plain_forward(name: str, flops: bool) -> None:
     model, args, kwargs = _big(name)
     run = lambda: model(*args, **kwargs)  # noqa: E731
     run()
-    plain, recorded = [], []
-    for _ in range(7):  # interleaved: drift on the machine hits both
-        plain.append(plain_forward_ms(run, 3))
-        # from the state each plain run starts in, right after a collection: a recording
-        # that followed a plain run instead would find caches the collection leaves cold
-        # (more of them the larger the heap, as late in a full run) warm
-        gc.collect()
-        recorded.append(_root(tgr.record(model, args, kwargs, flops=flops).graph)["forward_ms"])
-    # the least of each: on a shared machine other work only ever adds, by up to a third
-    ratio = min(recorded) / min(plain)
+    plain: list[float] = []
+    recorded: list[float] = []
+    for _ in range(_ROUNDS):
+        for _ in range(7):  # interleaved: drift on the machine hits both
+            plain.append(plain_forward_ms(run, 3))
+            # from the state each plain run starts in, right after a collection: a recording
+            # that followed a plain run instead would find caches the collection leaves cold
+            # (more of them the larger the heap, as late in a full run) warm
+            gc.collect()
+            graph = tgr.record(model, args, kwargs, flops=flops).graph
+            recorded.append(_root(graph)["forward_ms"])
+        # the least of each: on a shared machine other work only ever adds, by up to a
+        # third; where a burst of it hit one side of every pair, more pairs outlast it
+        ratio = min(recorded) / min(plain)
+        if 0.85 <= ratio <= 1.15:
+            break
     assert 0.85 <= ratio <= 1.15, (recorded, plain)
 
 
