@@ -98,7 +98,10 @@ Values
     further attributes; the optional ones below are checked where present:
 
     * ``t_backward_start_ns`` / ``t_backward_end_ns`` on ops and layers: when autograd
-      started and finished their backward (recorded with ``backward=True``).
+      started and finished their backward (recorded with ``backward=True``); where more
+      than one backward pass ran through a node (``retain_graph=True``, a gradient
+      penalty's pass through a ``create_graph=True`` gradient), ``t_backward_spans_ns``:
+      each pass's start and end in turn (a tuple of int), and ``backward_ms`` their sum.
     * ``collapsed`` on layers and ``count`` on edges: written by
       :func:`~torchgraphrec.collapse`.
 
@@ -315,6 +318,7 @@ GRAPH_ATTRS: Mapping[str, Check] = {
 _BACKWARD_TIMES: Mapping[str, Check] = {
     "t_backward_start_ns": _is_count,
     "t_backward_end_ns": _is_count,
+    "t_backward_spans_ns": lambda value: _is_shape(value) and len(value) % 2 == 0,
 }
 
 def _is_ms(value: object) -> bool:

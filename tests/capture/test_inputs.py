@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
 
+import networkx as nx
 import numpy as np
 import pytest
 import torch
@@ -422,3 +424,66 @@ def test_torch_cond_in_an_eager_forward_records_or_says_why_not(ops: str | None)
         else:
             assert torch.equal(recording.output, model(x))
         assert torch.equal(tgr.record(model.a, x).output, model.a(x))
+
+
+class _Noisy(nn.Module):
+    """Noise from a generator of its own, passed to the op as an argument."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.generator = torch.Generator().manual_seed(0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.randn(x.shape, generator=self.generator)
+
+
+def test_an_argument_whose_repr_names_an_address_reads_the_same_in_every_recording() -> None:
+    # a default repr's memory address made two recordings of one model differ
+    texts = [nodes_of(tgr.record(_Noisy(), torch.zeros(2, 3)).graph, "op")["op:randn#0"]["args"]
+             for _ in range(2)]
+    assert texts[0] == texts[1] == "(2, 3), generator=<Generator>"
+
+
+class _SwapsData(nn.Module):
+    """``y.data = z``: y holds z's value from then on, and a's result is dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y, z = self.a(x), self.b(x)
+        y.data = z
+        return y * 2
+
+
+class _NormalizesThroughData(nn.Module):
+    """The old weight normalisation: the weight's ``.data`` set to a value made from it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight = self.lin.weight
+        weight.data = weight / weight.norm()
+        return self.lin(x)
+
+
+@pytest.mark.parametrize("mode", ["grad", "no_grad"])
+def test_a_tensor_whose_data_is_set_is_read_from_what_made_its_new_value(mode: str) -> None:
+    torch.manual_seed(0)
+    model, x = _SwapsData(), torch.randn(2, 4)
+    with torch.no_grad() if mode == "no_grad" else contextlib.nullcontext():
+        recording = tgr.record(model, x)
+    assert torch.equal(recording.output, 2 * model.b(x))  # a's result is not in it
+    graph = recording.graph
+    ops = {attrs["parent"]: node for node, attrs in nodes_of(graph, "op").items()}
+    mul = next(node for node, attrs in nodes_of(graph, "op").items() if attrs["name"] == "mul")
+    assert nx.has_path(graph, ops["layer:b#0"], mul)
+    assert not nx.has_path(graph, ops["layer:a#0"], mul)
+
+    normalized = tgr.record(_NormalizesThroughData(), x).graph
+    ops = {attrs["name"]: node for node, attrs in nodes_of(normalized, "op").items()}
+    assert ops["div"] in normalized.predecessors(ops["linear"])
+    assert "param:lin.weight" not in normalized.predecessors(ops["linear"])

@@ -1,18 +1,23 @@
 """What a recording leaves as it found it where the user does something unusual: recorders
-nested on one model, a transform around the forward, a hook of theirs that raises."""
+nested on one model, a transform around the forward, a hook of theirs that raises, a
+forward that raises, an interrupt."""
 
 from __future__ import annotations
 
 import copy
+import gc
 import sys
+import weakref
 
 import pytest
 import torch
 from torch import nn
 from torch.nn.modules import module as torch_module
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import torchgraphrec as tgr
 from helpers import hook_state
+from torchgraphrec.capture import headroom
 from torchgraphrec.errors import SavedBytesNotCounted
 
 
@@ -96,3 +101,53 @@ def test_a_users_global_pre_hook_that_raises_leaves_the_recording_going() -> Non
     assert torch.equal(out, model(good))
     layers = [a for _, a in recorder.recording.graph.nodes(data="kind") if a == "layer"]
     assert len(layers) == 4  # the good forward's calls
+
+
+class _Mismatched(nn.Module):
+    """A notebook's usual mistake: the second layer expects other features."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = nn.Linear(64, 64), nn.Linear(63, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(self.first(x).relu())
+
+
+@pytest.mark.parametrize("memory", [False, True])
+def test_a_forward_that_raises_leaves_the_model_and_its_input_free_to_go(memory: bool) -> None:
+    # the recorder kept the exception it noted: its frames hold the activations, whose
+    # saved-tensor hooks (memory=True) hold the recorder, a cycle through autograd that the
+    # collector cannot see; every failed attempt kept its model and input for good
+    model, x = _Mismatched(), torch.randn(4, 64)
+    alive = [weakref.ref(model), weakref.ref(x)]
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        tgr.record(model, x, memory=memory)
+    del model, x
+    gc.collect()
+    assert [ref() for ref in alive] == [None, None]
+
+
+def test_an_interrupt_as_a_forwards_end_puts_the_limit_back_leaves_nothing_on() -> None:
+    # Ctrl-C landing as the limit is put back: the second attempt, when the recorder
+    # stopped, failed (the block had left the open list already) and the steps after it
+    # never ran, leaving the FLOP counter's dispatch mode on for the rest of the session
+    model, x = _small(), torch.randn(2, 3)
+    before = (sys.getrecursionlimit(), _get_current_dispatch_mode_stack(), hook_state(model))
+
+    def interrupt(frame, event, arg):  # noqa: ANN001, ANN202 - a trace function
+        if event == "call" and frame.f_code is headroom._set_limit.__code__ and \
+                frame.f_back.f_code.co_name == "__exit__":
+            sys.settrace(None)
+            raise KeyboardInterrupt
+        return None
+
+    with pytest.raises(KeyboardInterrupt):
+        with tgr.Recorder(model, flops=True):
+            sys.settrace(interrupt)
+            try:
+                model(x)
+            finally:
+                sys.settrace(None)
+    assert (sys.getrecursionlimit(), _get_current_dispatch_mode_stack(),
+            hook_state(model)) == before

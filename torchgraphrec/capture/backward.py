@@ -7,10 +7,17 @@ import time
 from typing import Any, Callable, Optional, Sequence
 
 import networkx as nx
+import torch
 
+from torchgraphrec._torch import autograd_sequence_number, graph_task_id
+from torchgraphrec.capture.autograd import walk
 from torchgraphrec.capture.clock import Clock
 
 __all__ = ["BackwardClock", "owners"]
+
+_graph_task_id: Callable[[], int] = graph_task_id  # the backward pass running
+_autograd_number: Callable[[], int] = autograd_sequence_number
+_grad_enabled: Callable[[], bool] = torch.is_grad_enabled
 
 
 def owners(numbers: Sequence[int], found: Sequence[tuple[int, Any, tuple]], first: int,
@@ -40,15 +47,18 @@ class BackwardClock:
     """Notes when autograd starts and finishes the backward of each recorded op.
 
     The hooks return ``None``, so gradients are untouched; every handle is removed by
-    :meth:`detach`. Times are kept by node id, the earliest start and latest end over the
-    autograd nodes an op owns, read from the recording's ``clock``, which the hooks' own
-    work does not advance.
+    :meth:`detach`. Times are kept by op node id and backward pass (autograd's graph task),
+    the earliest start and latest end over the autograd nodes an op owns in that pass, read
+    from the recording's ``clock``, which the hooks' own work does not advance. A backward
+    that builds a graph of its own (``create_graph=True``) makes nodes for each op's
+    derivative: they are hooked as they are made, under that op, so that a later pass
+    through them (a gradient penalty's) is timed and counted too.
     """
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self.starts: dict[str, int] = {}
-        self.ends: dict[str, int] = {}
+        self.starts: dict[tuple[str, int], int] = {}  # (op node id, pass) -> start
+        self.ends: dict[tuple[str, int], int] = {}  # (op node id, pass) -> end
         self.count = 0  # hook runs so far: changes with every backward, repeated ones too
         self.running: Optional[str] = None  # the op whose autograd node runs now
         self._handles: list[Any] = []
@@ -57,25 +67,43 @@ class BackwardClock:
         """Hook each autograd node in ``pairs``, timed under the op node id it is paired with."""
         starts, ends, clock, now = self.starts, self.ends, self.clock, time.perf_counter_ns
         for node, node_id in pairs:
+            made_from: list[int] = []  # the sequence number its derivative's nodes start at
 
             # autograd calling a hook costs about what it costs to call a pack hook: half
             # before it, half after
-            def before(grad_outputs: Any, node_id: str = node_id) -> None:
+            def before(grad_outputs: Any, node_id: str = node_id,
+                       made_from: list[int] = made_from) -> None:
                 entered = now()
-                starts.setdefault(node_id, self._time(entered))
+                starts.setdefault((node_id, _graph_task_id()), self._time(entered))
                 self.running = node_id
                 self.count += 1
+                if _grad_enabled():  # create_graph: this node's work makes nodes
+                    made_from.append(_autograd_number())
                 clock.spent += now() - entered + clock.costs.pack
 
-            def after(grad_inputs: Any, grad_outputs: Any, node_id: str = node_id) -> None:
+            def after(grad_inputs: Any, grad_outputs: Any, node_id: str = node_id,
+                      made_from: list[int] = made_from) -> None:
                 entered = now()
-                ends[node_id] = max(ends.get(node_id, 0), self._time(entered))
+                key = (node_id, _graph_task_id())
+                ends[key] = max(ends.get(key, 0), self._time(entered))
                 self.running = None
                 self.count += 1
+                if made_from:
+                    self._attach_derivative(grad_inputs, made_from.pop(), node_id)
                 clock.spent += now() - entered + clock.costs.pack
 
             self._handles.append(node.register_prehook(before))
             self._handles.append(node.register_hook(after))
+
+    def _attach_derivative(self, grad_inputs: Any, low: int, node_id: str) -> None:
+        """Hook the autograd nodes a node of op ``node_id`` made while it ran (numbered from
+        ``low`` on), reached from the gradients it returned, under that op."""
+        try:
+            starts = [grad.grad_fn for grad in grad_inputs if isinstance(grad, torch.Tensor)]
+            found = walk(starts, low, _autograd_number())
+        except Exception:  # noqa: BLE001 - the user's backward runs on without them
+            return
+        self.attach([(node, node_id) for _, node, _ in found])
 
     def _time(self, entered: int) -> int:
         """The recording's time when a hook was entered (``entered``, on the wall clock):
@@ -94,16 +122,32 @@ class BackwardClock:
         while self._handles:
             self._handles.pop().remove()
 
+    def timed(self) -> set[str]:
+        """The op node ids whose backward ran."""
+        return {node_id for node_id, _ in self.starts}
+
     def annotate(self, graph: nx.DiGraph, t0: int) -> None:
         """Add ``t_backward_start_ns`` / ``t_backward_end_ns`` (ns since ``t0``) to ops and
-        their enclosing layers."""
-        for node_id, start in self.starts.items():
+        their enclosing layers: from the first pass's start to the last's end, and where
+        more than one pass ran through a node, ``t_backward_spans_ns``: each pass's start
+        and end, in turn."""
+        spans: dict[Any, dict[int, list[int]]] = {}  # node -> pass -> [start, end]
+        for (node_id, task), start in self.starts.items():
             if node_id not in graph:
                 continue
-            end = self.ends.get(node_id, start) - t0
+            end = self.ends.get((node_id, task), start) - t0
             start -= t0
             while node_id is not None:
-                attrs = graph.nodes[node_id]
-                attrs["t_backward_start_ns"] = min(start, attrs.get("t_backward_start_ns", start))
-                attrs["t_backward_end_ns"] = max(end, attrs.get("t_backward_end_ns", end))
-                node_id = attrs["parent"]
+                span = spans.setdefault(node_id, {}).get(task)
+                if span is None:
+                    spans[node_id][task] = [start, end]
+                else:
+                    span[0], span[1] = min(start, span[0]), max(end, span[1])
+                node_id = graph.nodes[node_id]["parent"]
+        for node_id, by_pass in spans.items():
+            ordered = sorted(by_pass.values())
+            attrs = graph.nodes[node_id]
+            attrs["t_backward_start_ns"] = ordered[0][0]
+            attrs["t_backward_end_ns"] = max(end for _, end in ordered)
+            if len(ordered) > 1:
+                attrs["t_backward_spans_ns"] = tuple(t for span in ordered for t in span)

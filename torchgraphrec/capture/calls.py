@@ -76,7 +76,10 @@ class CallTracker:
         self._kwargs_tables: list[dict] = []
         self._thread = -1
         self._quiet = DisableTorchFunction()
-        self._noted: BaseException | None = None
+        # the id of the exception noted last: holding the exception would hold its frames,
+        # whose activations' saved-tensor hooks (memory=True) hold this tracker, a cycle
+        # through autograd that the collector cannot see, and so the model, for good
+        self._noted = 0
         #: the frame of ``Module._call_impl`` running the forward's top-level call
         self._root_frame: FrameType | None = None
         # what reaching a hook costs (see Clock): a quarter of it is spent before the hook
@@ -170,6 +173,7 @@ class CallTracker:
                 self._root_frame = _frame().f_back
                 self.forward_start = len(calls)
                 self.in_forward = True
+                self._noted = 0  # an exception's id is its own during one forward only
                 self.on_begin()
                 inputs = self._model_inputs(module, args, kwargs, t)
                 parent = -1
@@ -364,9 +368,9 @@ class CallTracker:
                 events.boundary_edges.append((("call", index), ref, events.next_seq(), t))
 
     def _note(self, exc: BaseException | None, index: int) -> None:
-        if exc is None or exc is self._noted or not hasattr(exc, "add_note"):
+        if exc is None or id(exc) == self._noted or not hasattr(exc, "add_note"):
             return
-        self._noted = exc
+        self._noted = id(exc)
         note = raised_note(exc, index, self.events.calls, self.state.table, self._index_of)
         if note not in getattr(exc, "__notes__", ()):  # a second recorder on the same model
             exc.add_note(note)

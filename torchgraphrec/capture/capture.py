@@ -29,6 +29,7 @@ from torchgraphrec.capture.session import autograd_ops
 from torchgraphrec.capture.shardlinks import ShardLinks, has_dtensors, move_pending
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.tables import ModuleTable
+from torchgraphrec.capture.values import grad_fn_of
 from torchgraphrec.errors import warn
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.schema import OpsMode
@@ -144,22 +145,25 @@ class Capture:
             self.costs.start()
 
     def stop(self) -> None:
-        """Detach everything; name what an interrupted forward left (its calls stay open)."""
-        self.tracker.detach()
-        if self.watch is not None:
-            self.watch.detach()
-        self.growth.detach()
+        """Detach everything; name what an interrupted forward left (its calls stay open).
+        Every step runs, also where one before it raised (a KeyboardInterrupt landing in
+        it, say); the first error is raised after the last step."""
+        _each(self.tracker.detach,
+              self.watch.detach if self.watch is not None else None,
+              self.growth.detach,
+              self._finish_interrupted,
+              # a forward whose end failed halfway (out of stack deep in a model) left
+              # these on
+              self._take_off,
+              self._resume,
+              self.clock.detach if self.clock is not None else None,
+              self.costs.stop if self.costs is not None else None)
+
+    def _finish_interrupted(self) -> None:
         if self.tracker.in_forward:  # no hook ran at the end (a KeyboardInterrupt, say)
             self.state.stack.clear()
             self.tracker.in_forward = False
             self._finish()
-        # a forward whose end failed halfway (out of stack deep in a model) left these on
-        self._take_off()
-        self._resume()
-        if self.clock is not None:
-            self.clock.detach()
-        if self.costs is not None:
-            self.costs.stop()
 
     def _registered(self, tensor: torch.Tensor) -> None:
         """A parameter or buffer the model made while recorded: its next use is its param
@@ -256,6 +260,10 @@ class Capture:
         roots, self.tracker.output_grad_fns = self.tracker.output_grad_fns, []
         if not ops or self.state.chains.too_deep:
             return []
+        # and from every value the forward made that lives on: a loss term it kept instead
+        # of returning (a router's balance loss on its module), or an output in an object
+        # the output walk cannot see into, is backed through too
+        roots += [grad_fn_of(tensor) for tensor in self.state.values.alive()]
         found = walk(roots, self.forward_number, _autograd_number())
         pairs = owners([op[OP_NUMBER] for op in ops], found, self.first_op, is_function_node)
         return [(node, self.namer.op_ids[index]) for node, index in pairs]
@@ -279,3 +287,17 @@ class Capture:
         if self.costs is not None:
             self.costs.annotate(graph)
         return graph
+
+
+def _each(*steps: Callable[[], Any] | None) -> None:
+    """Run every step given; raise the first error any raised once all have run."""
+    failure: BaseException | None = None
+    for step in steps:
+        if step is None:
+            continue
+        try:
+            step()
+        except BaseException as exc:  # noqa: BLE001 - raised below, after the other steps
+            failure = failure or exc
+    if failure is not None:
+        raise failure

@@ -72,11 +72,12 @@ class RecursionHeadroom:
     def __exit__(self, *exc_info: object) -> None:
         if not self._raised:
             return
-        if sys.getrecursionlimit() != _LIMIT[1]:  # the forward set another: it stays
+        # (it may be gone already: an exit cut short by a KeyboardInterrupt, now run again)
+        if self in _OPEN:
             _OPEN.remove(self)
+        if sys.getrecursionlimit() != _LIMIT[1]:  # the forward set another: it stays
             self._raised = False
             return
-        _OPEN.remove(self)
         try:
             _set_limit()
         except RecursionError:  # deeper than that now (a forward out of stack): later

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
 import torch
 
-__all__ = ["ALL_TENSORS", "MAX_ARGS_TEXT", "NO_KWARGS", "SHARED_COUNTS", "TENSOR", "args_text",
+__all__ = ["ALL_TENSORS", "MAX_ARGS_TEXT", "NO_KWARGS", "SET_DATA", "SHARED_COUNTS", "TENSOR",
+           "args_text",
            "given_kwargs", "mutates_by_name", "op_args_text", "op_name_of"]
 
 MAX_ARGS_TEXT = 60
@@ -42,6 +44,10 @@ _REFLECTED = frozenset({"radd", "rsub", "rmul", "rmatmul", "rfloordiv", "rmod", 
                         "rand", "ror", "rxor", "rlshift", "rrshift"})
 
 
+#: The name of ``x.data = y``, which is no op: ``x`` takes ``y``'s value, whatever made it.
+SET_DATA = "set_data"
+
+
 def op_name_of(func: Any) -> str:
     """What the model's code called, or ``""`` for a call that is not an op.
 
@@ -53,11 +59,16 @@ def op_name_of(func: Any) -> str:
     ('linear', '')
     >>> op_name_of(torch.Tensor.T.__get__), op_name_of(torch.Tensor.shape.__get__)
     ('T', '')
+    >>> op_name_of(torch.Tensor.data.__set__), op_name_of(torch.Tensor.requires_grad.__set__)
+    ('set_data', '')
     """
     name = getattr(func, "__name__", None) or type(func).__name__
     if name == "__get__":  # a property read: metadata, unless it computes a tensor
         prop = getattr(getattr(func, "__self__", None), "__name__", "")
         return prop if prop in _TENSOR_PROPERTIES else ""
+    if name == "__set__":  # a property set: x.data = y gives x y's value, the rest flags
+        prop = getattr(getattr(func, "__self__", None), "__name__", "")
+        return SET_DATA if prop == "data" else ""
     if name in _METADATA:
         return ""
     if name.startswith("__") and name.endswith("__") and len(name) > 4:
@@ -161,18 +172,25 @@ def _value_text(value: Any) -> str:
     return _any_repr(value)
 
 
+#: A default ``repr``'s memory address, which differs from run to run.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
 def _any_repr(value: Any) -> str:
-    """``repr(value)``, or its type's name where the repr fails: any value may be given.
+    """``repr(value)``, or its type's name where the repr fails or names a memory address
+    (a ``Generator``'s, a packed weight's): any value may be given, and two recordings of
+    one model read the same.
 
     >>> class Broken:
     ...     def __repr__(self): raise ValueError("no")
-    >>> _any_repr([1]), _any_repr(Broken())
-    ('[1]', '<Broken>')
+    >>> _any_repr([1]), _any_repr(Broken()), _any_repr(torch.Generator())
+    ('[1]', '<Broken>', '<Generator>')
     """
     try:
-        return repr(value)
+        text = repr(value)
     except Exception:  # noqa: BLE001 - a user's repr; the text is only a description
         return f"<{type(value).__name__}>"
+    return f"<{type(value).__name__}>" if _ADDRESS.search(text) else text
 
 
 def _equal(value: Any, default: Any) -> bool:

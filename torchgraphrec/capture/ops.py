@@ -15,8 +15,8 @@ from torchgraphrec._torch import DisableTorchFunction, autograd_sequence_number,
 from torchgraphrec.capture.calibrate import DispatchCosts
 from torchgraphrec.capture.clock import GapKind
 from torchgraphrec.capture.collectives import collective_call
-from torchgraphrec.capture.opnames import ALL_TENSORS, NO_KWARGS, SHARED_COUNTS, TENSOR, \
-    mutates_by_name, op_name_of
+from torchgraphrec.capture.opnames import ALL_TENSORS, NO_KWARGS, SET_DATA, SHARED_COUNTS, \
+    TENSOR, mutates_by_name, op_name_of
 from torchgraphrec.capture.schemas import view_source, written_by_schema
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, \
@@ -252,6 +252,9 @@ class OpRecorder:
                     first = changed[0][0]
                 elif name == "backward" and inputs:
                     first = _BackwardFrom(inputs[0])  # an op: what it ran is its own cost
+                elif name == SET_DATA:  # x.data = y: x's value is y's from now on
+                    self._values.take_value(args[0], args[1])
+                    return out
                 else:  # a collective (which bumps no version), or not an op
                     changed, first = collective_call(self, func, name, args, kwargs)
                     if first is None:

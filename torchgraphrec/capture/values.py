@@ -210,6 +210,20 @@ class Values:
         elif not tensor.is_inference():  # an inference tensor's memory is its storage
             self.detached[id(alias)] = (weakref.ref(alias), weakref.ref(self.memory_of(tensor)))
 
+    def take_value(self, tensor: torch.Tensor, source: Any) -> None:
+        """``tensor.data = source``: ``tensor`` holds ``source``'s value now (and memory, so
+        a write through ``source`` is ``tensor``'s too). Where ``source``'s maker is not
+        known, neither is ``tensor``'s: a later read finds it as it finds any such value."""
+        if not isinstance(source, torch.Tensor):
+            return
+        entry = self.lookup(source)
+        if entry is None:
+            self.current.pop(id(tensor), None)
+            return
+        self.set(tensor, version_of(tensor), entry[ENTRY_REF], None)
+        if not source.is_inference():
+            self.data_of[id(source)] = (weakref.ref(source), weakref.ref(tensor))
+
     def _written_through_data(self, written: torch.Tensor, ref: Ref) -> None:
         """Where ``written`` is some ``x.data``, ``x``'s value is ``ref``'s too: a new value
         (its version, which the write did not move, names the old one). An inference
@@ -240,6 +254,15 @@ class Values:
         """Remember a forward's output (tensor record ``index``), so that a later forward it
         feeds links to it (and not to what it was before: an input returned as it came)."""
         self.current[id(tensor)] = (weakref.ref(tensor), version_of(tensor), ~index, None)
+
+    def alive(self) -> list[torch.Tensor]:
+        """The tensors whose values are known that still live."""
+        found = []
+        for entry in self.current.values():
+            tensor = entry[ENTRY_TENSOR]()
+            if tensor is not None:
+                found.append(tensor)
+        return found
 
     def end_forward(self, named: Container[int] = ()) -> None:
         """Forget the forward's values that died, those of the tensors ``named`` (by

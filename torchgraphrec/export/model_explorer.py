@@ -16,7 +16,7 @@ __all__ = ["to_model_explorer", "attribute_text"]
 # Attributes that say where a node sits or when it ran, shown another way or not at all.
 _HIDDEN = frozenset({"kind", "label", "parent", "depth", "seq", "inputs", "outputs",
                      "probe_series", "t_start_ns", "t_end_ns", "t_backward_start_ns",
-                     "t_backward_end_ns", "collapsed"})
+                     "t_backward_end_ns", "t_backward_spans_ns", "collapsed"})
 _FIRST = {
     "op": ("name", "args", "shape", "dtype", "grad_fn"),
     "param": ("qualname", "shape", "dtype", "requires_grad", "buffer"),
@@ -45,6 +45,9 @@ def _milliseconds(attrs: dict, start: str, end: str) -> Optional[str]:
     times = span(attrs, start, end)  # None: not recorded (a backward may not have been)
     if times is None:
         return None
+    passes = attrs.get("t_backward_spans_ns") if start == "t_backward_start_ns" else None
+    if passes is not None:  # the passes' own times, without the time between them
+        return f"{sum(max(0, b - a) for a, b in zip(passes[::2], passes[1::2])) / 1e6:.3f}"
     return f"{(times[1] - times[0]) / 1e6:.3f}"  # 0.000 for autograd's instants
 
 

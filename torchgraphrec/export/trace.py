@@ -20,7 +20,8 @@ _TIMES = {"forward": ("t_start_ns", "t_end_ns"),
           "backward": ("t_backward_start_ns", "t_backward_end_ns")}
 # Attributes that say where a node sits or when it ran: the event itself says that.
 _HIDDEN = frozenset({"kind", "label", "parent", "depth", "seq", "inputs", "outputs",
-                     "probe_series", "collapsed", *_TIMES["forward"], *_TIMES["backward"]})
+                     "probe_series", "collapsed", "t_backward_spans_ns", *_TIMES["forward"],
+                     *_TIMES["backward"]})
 
 
 class _Slice(NamedTuple):
@@ -58,8 +59,14 @@ def _slices(graph: nx.DiGraph, direction: str) -> list[_Slice]:
     found = []
     for node, attrs in graph.nodes(data=True):
         times = span(attrs, start, end) if attrs["kind"] in ("layer", "op") else None
-        if times is not None:  # an end before the start is no time: left out, as unrecorded
+        if times is None:  # an end before the start is no time: left out, as unrecorded
+            continue
+        passes = attrs.get("t_backward_spans_ns") if direction == "backward" else None
+        if passes is None:
             found.append(_Slice(*times, attrs["depth"], attrs["seq"], node))
+        else:  # a slice per backward pass through it, the time between them left out
+            found += [_Slice(first, last, attrs["depth"], attrs["seq"], node)
+                      for first, last in zip(passes[::2], passes[1::2]) if first <= last]
     return sorted(found, key=lambda s: (s.start, -s.end, s.depth, s.seq))
 
 

@@ -60,6 +60,6 @@ class FlopCounts:
                 graph.nodes[node_id]["backward_flops"] = count
         # an op whose backward ran and counted nothing (a ReLU's) has 0: the totals then
         # say a backward was counted, also where all of it counts 0
-        for node_id in self._backward.starts if self._backward is not None else ():
+        for node_id in self._backward.timed() if self._backward is not None else ():
             if node_id in graph:
                 graph.nodes[node_id].setdefault("backward_flops", 0)

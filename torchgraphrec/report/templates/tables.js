@@ -177,27 +177,41 @@ function tgrTimelinePanel(R, calls, pass, startKey, endKey, scale) {
   caption.textContent = `${R.D.sides ? "side B, " : ""}${pass}: ${tgrFormat("forward_ms", span / 1e6)}`;
   svg.append(caption);
   for (const i of timed) {
-    const a = R.info[i], from = a[startKey], to = a[endKey];
-    const rect = document.createElementNS(ns, "rect");
-    rect.setAttribute("x", (((from - start) / span) * width).toFixed(2));
-    rect.setAttribute("y", top + R.D.depth[i] * lane);
-    rect.setAttribute("width", Math.max(0.5, ((to - from) / span) * width).toFixed(2));
-    rect.setAttribute("height", lane - 2);
-    rect.setAttribute("class", `tgr-${pass}`);
-    rect.dataset.node = String(i);
-    const value = tgrValue(R, i);
-    if (scale && value !== undefined) rect.style.fill = tgrColourOf(R, scale, value)[0];
-    const title = document.createElementNS(ns, "title");
-    const ms = pass === "forward" ? a.forward_ms : a.backward_ms;
-    title.textContent = `${a.qualname || "(model)"} (${a.type}) ${pass} ${tgrFormat("forward_ms", ms !== undefined ? ms : (to - from) / 1e6)}` +
-      (value !== undefined && R.colourBy ? ` · ${tgrFormat(R.colourBy, value)}` : "");
-    rect.append(title);
-    rect.addEventListener("click", () => tgrSelect(R, i, {reveal: true}));
-    svg.append(rect);
-    const label = tgrBarLabel(R, ns, a, rect, value !== undefined && scale ? tgrColourOf(R, scale, value)[1] : null);
-    if (label) svg.append(label);
+    for (const [from, to] of tgrPasses(R.info[i], pass, startKey, endKey)) tgrTimelineBar(R, svg, ns, i, pass, from, to, start, span, scale);
   }
   return svg;
+}
+
+/* A call's bars on a timeline: one from its start to its end, or on the backward's, one
+   per backward pass through it where several ran (the time between them is not its). */
+function tgrPasses(a, pass, startKey, endKey) {
+  const spans = pass === "backward" ? a.t_backward_spans_ns : undefined;
+  if (!spans) return [[a[startKey], a[endKey]]];
+  const pieces = [];
+  for (let k = 0; k + 1 < spans.length; k += 2) pieces.push([spans[k], spans[k + 1]]);
+  return pieces;
+}
+
+function tgrTimelineBar(R, svg, ns, i, pass, from, to, start, span, scale) {
+  const a = R.info[i], width = 1000, lane = 14, top = 16;
+  const rect = document.createElementNS(ns, "rect");
+  rect.setAttribute("x", (((from - start) / span) * width).toFixed(2));
+  rect.setAttribute("y", top + R.D.depth[i] * lane);
+  rect.setAttribute("width", Math.max(0.5, ((to - from) / span) * width).toFixed(2));
+  rect.setAttribute("height", lane - 2);
+  rect.setAttribute("class", `tgr-${pass}`);
+  rect.dataset.node = String(i);
+  const value = tgrValue(R, i);
+  if (scale && value !== undefined) rect.style.fill = tgrColourOf(R, scale, value)[0];
+  const title = document.createElementNS(ns, "title");
+  const ms = pass === "forward" ? a.forward_ms : a.backward_ms;
+  title.textContent = `${a.qualname || "(model)"} (${a.type}) ${pass} ${tgrFormat("forward_ms", ms !== undefined ? ms : (to - from) / 1e6)}` +
+    (value !== undefined && R.colourBy ? ` · ${tgrFormat(R.colourBy, value)}` : "");
+  rect.append(title);
+  rect.addEventListener("click", () => tgrSelect(R, i, {reveal: true}));
+  svg.append(rect);
+  const label = tgrBarLabel(R, ns, a, rect, value !== undefined && scale ? tgrColourOf(R, scale, value)[1] : null);
+  if (label) svg.append(label);
 }
 
 /* A bar's name, drawn inside it where the bar is wide enough for the name, else for its
