@@ -487,3 +487,39 @@ def test_a_tensor_whose_data_is_set_is_read_from_what_made_its_new_value(mode: s
     ops = {attrs["name"]: node for node, attrs in nodes_of(normalized, "op").items()}
     assert ops["div"] in normalized.predecessors(ops["linear"])
     assert "param:lin.weight" not in normalized.predecessors(ops["linear"])
+
+
+class _PerSample(nn.Module):
+    """A transform inside the forward: ``vmap`` over the batch, or ``grad`` of the input."""
+
+    def __init__(self, transform: str) -> None:
+        super().__init__()
+        self.transform, self.lin = transform, nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.transform == "vmap":
+            return torch.func.vmap(self.lin)(x)
+        return torch.func.grad(lambda t: self.lin(t).tanh().sum())(x)
+
+
+@pytest.mark.parametrize("mode", ["grad", "no_grad"])
+@pytest.mark.parametrize("transform, last", [("vmap", "linear"), ("grad", "grad")])
+def test_a_transform_inside_the_forward_joins_its_input_and_output(
+        transform: str, last: str, mode: str) -> None:
+    # the transform hands its function wrappers of the values, and hands out what its
+    # result wraps: new tensor objects, which were drawn as constants from nowhere
+    torch.manual_seed(0)
+    model, x = _PerSample(transform), torch.randn(2, 4)
+    with torch.no_grad() if mode == "no_grad" else contextlib.nullcontext():
+        recording = tgr.record(model, x)
+    assert torch.equal(recording.output, model(x))
+    graph = recording.graph
+    roles = {node: attrs.get("role") for node, attrs in nodes_of(graph, "tensor").items()}
+    assert "constant" not in roles.values()
+    [source] = [node for node, role in roles.items() if role == "input"]
+    [output] = [node for node, role in roles.items() if role == "output"]
+    [maker] = graph.predecessors(output)
+    assert graph.nodes[maker]["name"] == last
+    linear = next(node for node, attrs in nodes_of(graph, "op").items()
+                  if attrs["name"] == "linear")
+    assert nx.has_path(graph, source, linear) and nx.has_path(graph, linear, output)

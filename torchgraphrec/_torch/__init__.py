@@ -30,7 +30,7 @@ __all__ = [
     "global_pre_hook_takes_kwargs_by_id", "take_call_kwargs",
     "disable_dispatch_modes", "dispatch_mode_at", "dispatch_mode_depth", "dispatch_modes",
     "exclude_python_dispatch", "function_mode_depth", "function_modes",
-    "functorch_transforms_active", "graph_task_id", "has_composite_implicit_kernel",
+    "functorch_transforms_active", "functorch_unwrapped", "graph_task_id", "has_composite_implicit_kernel",
     "modules_raised_through", "nested_sizes", "node_scoped_dispatch_modes", "pop_dispatch_mode",
     "pop_function_mode",
     "pop_saved_tensor_hooks", "push_dispatch_mode", "push_function_mode",
@@ -150,6 +150,31 @@ dispatch_modes: Callable[[], list] = _get_current_dispatch_mode_stack
 disable_dispatch_modes: Callable[[], Any] = _disable_current_modes
 functorch_transforms_active: Callable[[], bool] = getattr(
     _C, "_are_functorch_transforms_active", lambda: False)
+_FUNCTORCH = getattr(_C, "_functorch", None)
+_is_functorch_wrapper: Callable[[Any], bool] = getattr(
+    _FUNCTORCH, "is_functorch_wrapped_tensor", lambda tensor: False)
+_functorch_unwrap: Callable[[Any], Any] = getattr(_FUNCTORCH, "get_unwrapped", None)
+
+
+def functorch_unwrapped(tensor: torch.Tensor) -> list:
+    """What a ``torch.func`` transform's wrapper of ``tensor`` holds (vmap's batched
+    tensor, ``grad``'s tracking tensor), level by level inwards; empty for any other
+    tensor. The tensor a transform hands out as it returns is the innermost one itself.
+
+    >>> x, seen = torch.ones(2, 3), []
+    >>> _ = torch.func.vmap(lambda row: seen.append(functorch_unwrapped(row)) or row)(x)
+    >>> [inner is x for inner in seen[0]], functorch_unwrapped(x)
+    ([True], [])
+    """
+    found: list = []
+    if _functorch_unwrap is None:
+        return found
+    while _is_functorch_wrapper(tensor):
+        tensor = _functorch_unwrap(tensor)
+        found.append(tensor)
+    return found
+
+
 HigherOrderOperator: type = torch._ops.HigherOrderOperator
 TensorBase: type = _C.TensorBase
 

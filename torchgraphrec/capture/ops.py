@@ -297,6 +297,8 @@ class OpRecorder:
                     if source is not None and source < len(args):
                         version = version_of(args[source])
                 current[id(tensor)] = (_ref(tensor), version, index, None)
+            if state.wrapped:  # inside a torch.func transform: what its results wrap
+                state.note_unwrapped(results, index)
             chains = self._chains  # see ChainGuard: its first test inline (it nearly always holds)
             if made:
                 readable = number + made <= chains.admitted_below or \

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch.nn.parameter import is_lazy
 
-from torchgraphrec._torch import dtensor_local, dtensor_type
+from torchgraphrec._torch import dtensor_local, dtensor_type, functorch_unwrapped
 from torchgraphrec.capture.chains import ChainGuard
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.events import OP_CALL, OP_SEQ, TENSOR_SEQ, Events, Ref, raw_tensor
@@ -86,7 +86,7 @@ class CaptureState:
     """
 
     __slots__ = ("table", "events", "values", "stack", "autograd", "nested", "chains", "clock",
-                 "sharded", "links", "running")
+                 "sharded", "links", "running", "wrapped")
 
     def __init__(self, table: ModuleTable, events: Events, autograd: bool = False) -> None:
         self.table = table
@@ -104,6 +104,9 @@ class CaptureState:
         #: how many recorded ops are running now (an op's call, between its handler's
         #: before and after): what autograd saves while none is, a custom Function saved
         self.running = 0
+        #: whether a torch.func transform's wrapper was met (vmap or grad inside the
+        #: forward): from then on the op mode notes what each result wraps
+        self.wrapped = False
 
     def tensor_node(self, tensor: torch.Tensor, version: int, number: int, call: int, t: int,
                     role: str | None = None) -> int:
@@ -151,10 +154,40 @@ class CaptureState:
             linked = self.links.link(tensor, version, call, t)
             if linked is not None:
                 return linked
+        inner = functorch_unwrapped(tensor)
+        if inner:
+            return self._wrapper_of(tensor, version, inner, call, t, role)
         number = self.values.new_number()
         index = self.tensor_node(tensor, version, number, call, t, role)
         self.values.set(tensor, version, ~index, number)
         return ~index
+
+    def _wrapper_of(self, tensor: torch.Tensor, version: int, inner: list, call: int, t: int,
+                    role: str | None) -> Ref:
+        """A transform's wrapper (``inner``: what it holds, level by level) is the value it
+        holds: vmap hands the function each input so, and ``grad`` its own."""
+        self.wrapped = True
+        values = self.values
+        for held in inner:
+            entry = values.lookup(held)
+            if entry is not None:
+                break
+        else:
+            held = inner[-1]
+            self.unknown(held, version_of(held), call, t, role)
+            entry = values.lookup(held)
+        values.set(tensor, version, entry[ENTRY_REF], entry[ENTRY_NUMBER])
+        return entry[ENTRY_REF]
+
+    def note_unwrapped(self, results: Any, index: int) -> None:
+        """What each of op ``index``'s ``results`` wraps, where it is a transform's wrapper,
+        is that op's too: the transform hands it out as it returns (vmap's result, the
+        gradient ``grad`` returns)."""
+        values = self.values
+        for tensor in results:
+            for held in functorch_unwrapped(tensor):
+                if values.lookup(held) is None:  # not a value known already (an input)
+                    values.set(held, version_of(held), index, None)
 
     def boundary(self, tensor: torch.Tensor, t: int, call: int, role: str | None) -> Ref:
         """The node standing for ``tensor`` at a call boundary: an op's result becomes a

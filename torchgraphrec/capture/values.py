@@ -7,6 +7,7 @@ import weakref
 from typing import Any, Callable, Container, Optional
 
 import torch
+from torch.nn.parameter import is_lazy
 
 from torchgraphrec.capture.events import Ref
 
@@ -214,8 +215,8 @@ class Values:
         """``tensor.data = source``: ``tensor`` holds ``source``'s value now (and memory, so
         a write through ``source`` is ``tensor``'s too). Where ``source``'s maker is not
         known, neither is ``tensor``'s: a later read finds it as it finds any such value."""
-        if not isinstance(source, torch.Tensor):
-            return
+        if not isinstance(source, torch.Tensor) or is_lazy(tensor):
+            return  # (a lazy module filling its parameter in: its param node is its value)
         entry = self.lookup(source)
         if entry is None:
             self.current.pop(id(tensor), None)
