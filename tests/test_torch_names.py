@@ -9,6 +9,7 @@ import importlib
 import subprocess
 import sys
 import warnings
+import weakref
 from typing import Any, Optional
 
 import pytest
@@ -180,6 +181,25 @@ def test_nested_sizes() -> None:
         warnings.simplefilter("ignore")
         nested = torch.nested.nested_tensor([torch.zeros(2, 3), torch.zeros(4, 3)])
     assert _torch.nested_sizes(nested) == [[2, 3], [4, 3]]
+
+
+def test_running_forward_is_the_calls_own_bound_forward_and_goes_with_its_frames() -> None:
+    found: list = []
+    probe = nn.Identity()
+
+    def look(module: nn.Module, args: tuple) -> None:
+        if module is probe:
+            forward = _torch.running_forward(_torch.current_frame())
+            found.append((forward.__self__ is probe and forward.__func__ is nn.Identity.forward,
+                          weakref.ref(forward)))
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(look)
+    try:
+        probe(torch.ones(1))
+    finally:
+        handle.remove()
+    [(is_its_forward, ref)] = found
+    assert is_its_forward and ref() is None
 
 
 def test_call_kwargs_read_from_a_global_pre_hooks_caller() -> None:
@@ -655,3 +675,16 @@ def test_a_recording_leaves_torchs_global_hook_tables_as_they_were() -> None:
     for _ in range(3):
         tgr.record(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), torch.zeros(1, 2))
     assert {name: dict(getattr(torch_module, name)) for name in tables} == before
+
+
+def test_functorch_unwrapped_gives_what_vmap_and_grad_wrap() -> None:
+    x, seen = torch.ones(2, 3), []
+
+    def look(value: torch.Tensor) -> torch.Tensor:
+        seen.append(_torch.functorch_unwrapped(value))
+        return value.sum()
+
+    torch.func.vmap(look)(x)
+    torch.func.grad(look)(x)
+    assert [[inner is x for inner in found] for found in seen] == [[True], [True]]
+    assert _torch.functorch_unwrapped(x) == []

@@ -257,21 +257,35 @@ def test_params_are_described_as_the_forward_used_them() -> None:
     assert (attrs["dtype"], attrs["requires_grad"]) == ("float32", True)
 
 
-def test_a_forward_interrupted_without_hooks_shows_once_the_block_ends() -> None:
-    class Interrupted(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.a = nn.Linear(3, 3)
+class _Interrupted(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(3, 3)
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            self.a(x)
-            raise KeyboardInterrupt("stopped")  # torch runs no always_call hook for it
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.a(x)
+        raise KeyboardInterrupt("stopped")  # torch runs no always_call hook for it
 
-    model = Interrupted()
+
+def test_a_forward_interrupted_without_hooks_shows_once_its_frames_are_gone() -> None:
+    model = _Interrupted()
     with tgr.Recorder(model) as rec:
-        with pytest.raises(KeyboardInterrupt, match="stopped"):
+        with pytest.raises(KeyboardInterrupt, match="stopped") as caught:
             model(torch.randn(2, 3))
-        assert len(rec.graph) == 0  # the forward never finished
+        assert len(rec.graph) == 0  # the exception kept holds the call's frames: still open
+        del caught
+        assert {"layer:#0", "layer:a#0"} <= set(rec.graph)  # they went: it ended there
+
+
+def test_a_forward_interrupted_without_hooks_whose_frames_are_kept_shows_as_the_block_ends(
+        ) -> None:
+    model, kept = _Interrupted(), []
+    with tgr.Recorder(model) as rec:
+        try:
+            model(torch.randn(2, 3))
+        except KeyboardInterrupt as interrupt:
+            kept.append(interrupt)
+        assert len(rec.graph) == 0
     assert {"layer:#0", "layer:a#0"} <= set(rec.graph)
 
 

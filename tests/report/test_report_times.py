@@ -99,3 +99,36 @@ def test_table_timeline_and_colours_show_the_graphs_times(browser, resnet50,
         assert "overhead" not in text and "(recorded)" not in text
         page.screenshot(path=tmp_path / "report-times.png", full_page=True)
     assert loaded.problems == []
+
+
+def test_the_timeline_draws_a_bar_per_backward_pass(browser, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    with tgr.Recorder(model) as recorder:
+        out = model(torch.randn(4, 8))
+        out.pow(2).sum().backward(retain_graph=True)
+        time.sleep(0.02)  # the user's own work between the passes: no call's backward
+        out.sum().backward()
+    recording = recorder.recording
+    graph = recording.graph
+    path = recording.render(tmp_path / "report.html")
+    with loaded_report(browser, path) as loaded:
+        page = loaded.page
+        order = page.evaluate(f"document.querySelector('{ROOT}').tgr.D.ids")
+        bars = page.eval_on_selector_all(
+            f"{ROOT} .tgr-timeline rect.tgr-backward",
+            "rects => rects.map(r => [Number(r.dataset.node), +r.getAttribute('x'),"
+            " +r.getAttribute('width')])")
+        assert not loaded.problems
+    root = _root(recording)
+    start = root["t_backward_start_ns"]
+    span = root["t_backward_end_ns"] - start
+    expected = sorted(
+        (order.index(node), 1000 * (first - start) / span, max(0.5, 1000 * (last - first) / span))
+        for node, attrs in graph.nodes(data=True) if attrs["kind"] == "layer"
+        for first, last in zip(attrs["t_backward_spans_ns"][::2],
+                               attrs["t_backward_spans_ns"][1::2]))
+    assert len(expected) == 2 * 4  # each call, in each pass
+    assert [i for i, _, _ in sorted(bars)] == [i for i, _, _ in expected]
+    for drawn, wanted in zip(sorted(bars), expected):  # drawn to two decimals
+        assert drawn == pytest.approx(wanted, abs=0.006)

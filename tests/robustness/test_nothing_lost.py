@@ -13,10 +13,11 @@ import pytest
 import torch
 from torch import nn
 from torch.nn.modules import module as torch_module
+from torch.overrides import _get_current_function_mode_stack
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import torchgraphrec as tgr
-from helpers import hook_state
+from helpers import hook_state, nodes_of
 from torchgraphrec.capture import headroom
 from torchgraphrec.errors import SavedBytesNotCounted
 
@@ -151,3 +152,42 @@ def test_an_interrupt_as_a_forwards_end_puts_the_limit_back_leaves_nothing_on() 
                 sys.settrace(None)
     assert (sys.getrecursionlimit(), _get_current_dispatch_mode_stack(),
             hook_state(model)) == before
+
+
+class _Interrupted(nn.Module):
+    """Stands for a long forward the user stops with Ctrl-C."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interrupt = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.interrupt:
+            raise KeyboardInterrupt
+        return x * 2
+
+
+def test_an_interrupt_caught_inside_the_block_ends_that_forward_there() -> None:
+    # torch runs no always_call hook for a BaseException: the forward stayed open until
+    # the next one, the user's torch calls meanwhile recorded as the interrupted call's
+    # ops, with the collector paused and the recursion limit raised
+    torch.manual_seed(0)
+    stop = _Interrupted()
+    model, x = nn.Sequential(nn.Linear(4, 4), stop, nn.Linear(4, 2)), torch.randn(2, 4)
+    before = (gc.isenabled(), sys.getrecursionlimit(), _get_current_function_mode_stack())
+    with tgr.Recorder(model) as recorder:
+        stop.interrupt = True
+        try:
+            model(x)
+        except KeyboardInterrupt:
+            pass
+        stop.interrupt = False
+        meanwhile = (gc.isenabled(), sys.getrecursionlimit(), _get_current_function_mode_stack())
+        (torch.randn(3, 3) @ torch.randn(3, 3)).trace()  # the user's own work
+        out = model(x)
+    assert meanwhile == before
+    assert torch.equal(out, model(x))
+    graph = recorder.recording.graph
+    names = [attrs["name"] for _, attrs in sorted(nodes_of(graph, "op").items(),
+                                                  key=lambda item: item[1]["seq"])]
+    assert names == ["linear", "linear", "mul", "linear"]  # the cut forward's, the next's

@@ -6,7 +6,7 @@ import contextlib
 import functools
 import inspect
 import sys
-from types import FrameType
+from types import FrameType, MethodType
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 import torch
@@ -30,9 +30,9 @@ __all__ = [
     "global_pre_hook_takes_kwargs_by_id", "take_call_kwargs",
     "disable_dispatch_modes", "dispatch_mode_at", "dispatch_mode_depth", "dispatch_modes",
     "exclude_python_dispatch", "function_mode_depth", "function_modes",
-    "functorch_transforms_active", "functorch_unwrapped", "graph_task_id", "has_composite_implicit_kernel",
-    "modules_raised_through", "nested_sizes", "node_scoped_dispatch_modes", "pop_dispatch_mode",
-    "pop_function_mode",
+    "functorch_transforms_active", "functorch_unwrapped", "graph_task_id",
+    "has_composite_implicit_kernel", "modules_raised_through", "nested_sizes",
+    "node_scoped_dispatch_modes", "pop_dispatch_mode", "pop_function_mode", "running_forward",
     "pop_saved_tensor_hooks", "push_dispatch_mode", "push_function_mode",
     "register_global_forward_hook",
     "push_saved_tensor_hooks", "queue_backward_callback", "saved_tensor_hooks_enabled",
@@ -249,6 +249,16 @@ def nested_sizes(tensor: torch.Tensor) -> list[list[int]]:
     [[2, 4], [3, 4]]
     """
     return tensor._nested_tensor_size().tolist()
+
+
+def running_forward(hook_frame: FrameType) -> Optional[MethodType]:
+    """The bound ``forward`` that the module call whose global forward pre-hook runs in
+    ``hook_frame`` is about to run: ``Module._call_impl``'s ``forward_call``, made for that
+    call, which lives exactly as long as the call's frames do (a traceback that holds them
+    holds it); ``None`` where the caller holds no such method."""
+    caller = hook_frame.f_back
+    found = caller.f_locals.get("forward_call") if caller is not None else None
+    return found if type(found) is MethodType else None
 
 
 def call_kwargs(hook_frame: FrameType) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import weakref
 from types import FrameType
 from typing import Any, Callable, Optional
 
@@ -14,7 +15,7 @@ from torch.nn.modules import module as torch_module
 from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, DisableTorchFunction, \
     autograd_sequence_number, call_kwargs, call_kwargs_readable, call_raised, current_frame, \
     give_call_kwargs, global_pre_hook_takes_kwargs_by_id, graph_task_id, \
-    register_global_forward_hook, take_call_kwargs
+    register_global_forward_hook, running_forward, take_call_kwargs
 from torchgraphrec.capture.callfaults import raised_note, unnested_error
 from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.fastpath import SCRIPTED_TYPES
@@ -80,8 +81,11 @@ class CallTracker:
         # whose activations' saved-tensor hooks (memory=True) hold this tracker, a cycle
         # through autograd that the collector cannot see, and so the model, for good
         self._noted = 0
-        #: the frame of ``Module._call_impl`` running the forward's top-level call
-        self._root_frame: FrameType | None = None
+        #: the frame of ``Module._call_impl`` running the forward's top-level call, or its
+        #: id while its end is watched (then the forward is closed as the frame goes)
+        self._root_frame: FrameType | int | None = None
+        #: a weak reference to the top-level call's bound forward (see _watch_end)
+        self._end_watch: Any = None
         # what reaching a hook costs (see Clock): a quarter of it is spent before the hook
         # runs, half around it, as read once here rather than in every hook
         self._quarter = state.clock.costs.call >> 2
@@ -127,6 +131,7 @@ class CallTracker:
     def detach(self) -> None:
         """Stop listening; safe to call twice."""
         self._root_frame = None  # a forward cut short would keep its locals alive
+        self._end_watch = None
         while self._handles:
             self._handles.pop().remove()
         if self._pre_hook_id is not None:
@@ -170,7 +175,9 @@ class CallTracker:
                     and self._left_behind() and self._close_left_behind():
                 return
             if not stack:
-                self._root_frame = _frame().f_back
+                root = _frame().f_back
+                # its id where its end is watched: holding the frame would keep it alive
+                self._root_frame = id(root) if self._watch_end(root) else root
                 self.forward_start = len(calls)
                 self.in_forward = True
                 self._noted = 0  # an exception's id is its own during one forward only
@@ -208,11 +215,37 @@ class CallTracker:
         if root is None:
             return False
         frame = _frame()
+        if type(root) is int:
+            while frame is not None:
+                if id(frame) == root:
+                    return False
+                frame = frame.f_back
+            return True
         while frame is not None:
             if frame is root:
                 return False
             frame = frame.f_back
         return True
+
+    def _watch_end(self, root: FrameType) -> bool:
+        """Close the forward whose top-level call runs in ``root`` as soon as that call's
+        frames are gone, where no hook of ours closed it: a ``KeyboardInterrupt`` the user
+        catches inside the block would otherwise leave it open (torch ops the user runs
+        next recorded as the interrupted call's, the collector paused) until the next
+        forward or the block's end. Returns whether it is watched."""
+        forward = running_forward(root)
+        self._end_watch = None if forward is None else weakref.ref(forward, self._gone)
+        return forward is not None
+
+    def _gone(self, watch: Any) -> None:
+        if watch is not self._end_watch:  # a forward that ended, or a recorder stopped
+            return
+        self._end_watch = None
+        if self.in_forward:
+            try:
+                self._close_left_behind()
+            except Exception as exc:  # noqa: BLE001 - reported when recording stops
+                self.fail(exc)
 
     def _close_left_behind(self) -> bool:
         """End the open forward, which no post-hook will end (cut short, or the recorder

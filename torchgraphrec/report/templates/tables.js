@@ -174,7 +174,9 @@ function tgrTimelinePanel(R, calls, pass, startKey, endKey, scale) {
   const caption = document.createElementNS(ns, "text");
   caption.setAttribute("x", 2);
   caption.setAttribute("y", 11);
-  caption.textContent = `${R.D.sides ? "side B, " : ""}${pass}: ${tgrFormat("forward_ms", span / 1e6)}`;
+  const passes = Math.max(...timed.map((i) => tgrPasses(R.info[i], pass, startKey, endKey).length));
+  caption.textContent = `${R.D.sides ? "side B, " : ""}${pass}: ${tgrFormat("forward_ms", span / 1e6)}` +
+    (passes > 1 ? ` from the first of ${passes} passes to the last; a bar per pass` : "");
   svg.append(caption);
   for (const i of timed) {
     for (const [from, to] of tgrPasses(R.info[i], pass, startKey, endKey)) tgrTimelineBar(R, svg, ns, i, pass, from, to, start, span, scale);
