@@ -183,23 +183,23 @@ def test_nested_sizes() -> None:
     assert _torch.nested_sizes(nested) == [[2, 3], [4, 3]]
 
 
-def test_running_forward_is_the_calls_own_bound_forward_and_goes_with_its_frames() -> None:
+def test_call_token_is_made_for_the_call_and_goes_with_its_frames() -> None:
     found: list = []
     probe = nn.Identity()
 
     def look(module: nn.Module, args: tuple) -> None:
         if module is probe:
-            forward = _torch.running_forward(_torch.current_frame())
-            found.append((forward.__self__ is probe and forward.__func__ is nn.Identity.forward,
-                          weakref.ref(forward)))
+            token = _torch.call_token(_torch.current_frame().f_back)
+            found.append((type(token), weakref.ref(token)))
 
     handle = torch.nn.modules.module.register_module_forward_pre_hook(look)
     try:
         probe(torch.ones(1))
+        probe(torch.ones(1))
     finally:
         handle.remove()
-    [(is_its_forward, ref)] = found
-    assert is_its_forward and ref() is None
+    [(kind, first), (_, second)] = found
+    assert kind is set and first() is None and second() is None and first is not second
 
 
 def test_call_kwargs_read_from_a_global_pre_hooks_caller() -> None:

@@ -523,3 +523,34 @@ def test_a_transform_inside_the_forward_joins_its_input_and_output(
     linear = next(node for node, attrs in nodes_of(graph, "op").items()
                   if attrs["name"] == "linear")
     assert nx.has_path(graph, source, linear) and nx.has_path(graph, linear, output)
+
+
+class _TakesAWeight(nn.Module):
+    """``y.data`` set to a parameter no op has read yet, or to the model's input."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__()
+        self.source, self.a, self.b = source, nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.b(x)
+        y.data = self.a.weight if self.source == "param" else x
+        return y * 2
+
+
+@pytest.mark.parametrize("source, read", [("param", "param:a.weight"), ("input", "tensor:0@v0")])
+def test_data_set_to_a_value_not_read_yet_is_read_from_it(source: str, read: str) -> None:
+    graph = tgr.record(_TakesAWeight(source), torch.randn(4, 4)).graph
+    mul = next(node for node, attrs in nodes_of(graph, "op").items() if attrs["name"] == "mul")
+    assert list(graph.predecessors(mul)) == [read]
+
+
+def test_a_transform_around_the_model_leaves_its_input_as_the_model_sees_it() -> None:
+    # vmap(model)(x): the model's input is the per-sample value; x is from outside
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(4, 4), nn.Tanh()), torch.randn(5, 4)
+    with tgr.Recorder(model) as recorder:
+        torch.func.vmap(model)(x)
+    roles = {attrs.get("role"): attrs["shape"]
+             for attrs in nodes_of(recorder.recording.graph, "tensor").values()}
+    assert roles["input"] == (4,) and "constant" not in roles

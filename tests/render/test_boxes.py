@@ -3,6 +3,7 @@ short titles with the full path in the tooltip, one edge per dependency, named i
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ElementTree
 
 import networkx as nx
@@ -151,6 +152,34 @@ def test_a_model_output_a_pass_through_call_returned_comes_from_that_call(
                                                                           else set())
 
 
+class _EncoderEnding(nn.Module):
+    """T5's stack inside a model: its norm and eval Dropout one level down, the stack's
+    output both returned and used by a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.Dropout(0.1))
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> dict:
+        hidden = self.enc(x)
+        return {"hidden": hidden, "logits": self.head(hidden)}
+
+
+@pytest.mark.parametrize("depth, maker", [(1, "enc#0"), (2, "enc.2#0"), (None, "enc.2#0"),
+                                          ("auto", "enc.2#0")])
+def test_a_cut_below_the_pass_through_draws_no_edge_back_into_the_call_before(
+        depth, maker: str) -> None:
+    # the output, made inside the norm's call, went into the norm's box at depth 2: the
+    # Dropout's edge to it became an edge back to the norm, a loop
+    recording = tgr.record(_EncoderEnding().eval(), torch.randn(2, 8))
+    [out] = [n for n, a in nodes_of(recording.graph, "tensor").items()
+             if a.get("name") == "output['hidden']"]
+    graph = flow(layout(recording.to_dot(depth=depth)))
+    assert nx.is_directed_acyclic_graph(graph)
+    assert list(graph.predecessors(f"n-{out}")) == [f"n-layer:{maker}"]
+
+
 def test_boxes_show_settings_unless_asked_not_to(resnet: tgr.Recording) -> None:
     nodes = drawn_nodes(layout(resnet.to_dot(depth=None)))
     lines = nodes["n-layer:stem.0#0"]["label"].split("\\n")
@@ -213,3 +242,38 @@ def test_the_default_drawing_is_a_paper_figure(resnet: tgr.Recording) -> None:
     assert nodes["n-layer:fc#0"]["label"].endswith("170 params")
     detailed = drawn_nodes(layout(resnet.to_dot(expand_leaves=True)))
     assert sum(n["class"] == "tgr-op" for n in detailed.values()) > 10  # one option away
+
+
+class _Experts(nn.Module):
+    """Weights of its own beside a submodule, as a fused MoE's experts hold them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 16, 32))
+        self.act = nn.SiLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(torch.einsum("bd,edh->beh", x, self.w)).sum(1)
+
+
+def test_an_open_module_counts_the_parameters_it_holds_itself() -> None:
+    # drawn open, its own 2,048 parameters were in no box and no title
+    model = nn.Sequential(nn.Linear(16, 16), _Experts())
+    recording = tgr.record(model, torch.randn(2, 16))
+    titles = [title_of(cluster) for cluster in clusters(layout(recording.to_dot())).values()]
+    assert [title for title in titles if "of its own" in title] == [
+        "1: _Experts\\l2k params of its own\\l"]
+    opened = layout(recording.to_dot(expand_leaves=True))  # leaves opened: no such line
+    assert sum("of its own" in title_of(c) for c in clusters(opened).values()) == 1
+
+
+class _Positional(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, x], 1).softmax(-1).sum(1)
+
+
+def test_dimensions_given_by_position_are_drawn_named() -> None:
+    # "cat 1" read as a count and "softmax -1" as a subtraction
+    model = nn.Sequential(nn.Identity(), _Positional())
+    dot = tgr.record(model, torch.randn(2, 3)).to_dot(expand_leaves=True)
+    assert {"cat dim=1", "softmax dim=-1", "sum dim=1"} <= set(re.findall(r"[a-z]+ dim=-?\d", dot))

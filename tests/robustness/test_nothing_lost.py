@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import gc
 import sys
+import types
 import weakref
 
 import pytest
@@ -191,3 +192,66 @@ def test_an_interrupt_caught_inside_the_block_ends_that_forward_there() -> None:
     names = [attrs["name"] for _, attrs in sorted(nodes_of(graph, "op").items(),
                                                   key=lambda item: item[1]["seq"])]
     assert names == ["linear", "linear", "mul", "linear"]  # the cut forward's, the next's
+
+
+class _Raises(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise ValueError(f"bad {x.shape[0]}")
+
+
+class _FallsBack(nn.Module):
+    """Catches the first call's error and calls the second, whose error propagates."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = _Raises(), _Raises()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        try:
+            self.first(x)
+        except ValueError:
+            pass
+        return self.second(x)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11's")
+def test_an_error_after_one_the_model_caught_gets_its_own_note() -> None:
+    # the second error can take the first one's address once that is freed: noted by id,
+    # it went without a note
+    with pytest.raises(ValueError, match="bad 2") as caught:
+        with tgr.Recorder(_FallsBack()) as recorder:
+            recorder.model(torch.ones(2))
+    assert caught.value.__notes__ == [
+        "torchgraphrec: raised in the call of 'second' (_Raises, call_index 0)"]
+
+
+class _OwnForward(nn.Module):
+    """Its forward set on the instance (as accelerate's and peft's wrappers do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin, self.stop = nn.Linear(4, 4), _Interrupted()
+        self.forward = types.MethodType(_OwnForward.run, self)
+
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        return self.stop(self.lin(x))
+
+
+def test_an_interrupt_caught_in_a_model_with_its_own_forward_ends_that_forward_there() -> None:
+    # the watch was on the bound forward, which such a module keeps: it never went, and
+    # the next forward was recorded inside the interrupted call
+    model, x = _OwnForward(), torch.randn(2, 4)
+    with tgr.Recorder(model) as recorder:
+        model.stop.interrupt = True
+        try:
+            model(x)
+        except KeyboardInterrupt:
+            pass
+        model.stop.interrupt = False
+        x + 1  # the user's own op
+        model(x)
+    layers = nodes_of(recorder.recording.graph, "layer")
+    assert layers["layer:#1"]["parent"] is None
+    names = [attrs["name"] for _, attrs in sorted(nodes_of(recorder.recording.graph, "op").items(),
+                                                  key=lambda item: item[1]["seq"])]
+    assert names == ["linear", "linear", "mul"]

@@ -6,7 +6,7 @@ import contextlib
 import functools
 import inspect
 import sys
-from types import FrameType, MethodType
+from types import FrameType
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 import torch
@@ -25,14 +25,14 @@ __all__ = [
     "ACCUMULATE_GRAD", "DisableTorchFunction", "GLOBAL_FORWARD_HOOKS_TAKE_KWARGS",
     "HigherOrderOperator", "INLINE_ATTRIBUTES", "SAVED_TENSOR_HOOKS_READABLE", "TensorBase",
     "TorchDispatchMode", "aten_overloads", "aten_packets", "autograd_sequence_number",
-    "call_kwargs", "call_kwargs_readable", "call_raised", "current_frame",
+    "call_kwargs", "call_kwargs_readable", "call_raised", "call_token", "current_frame",
     "give_call_kwargs", "global_module_hooks", "global_module_hooks_aside",
     "global_pre_hook_takes_kwargs_by_id", "take_call_kwargs",
     "disable_dispatch_modes", "dispatch_mode_at", "dispatch_mode_depth", "dispatch_modes",
     "exclude_python_dispatch", "function_mode_depth", "function_modes",
     "functorch_transforms_active", "functorch_unwrapped", "graph_task_id",
     "has_composite_implicit_kernel", "modules_raised_through", "nested_sizes",
-    "node_scoped_dispatch_modes", "pop_dispatch_mode", "pop_function_mode", "running_forward",
+    "node_scoped_dispatch_modes", "pop_dispatch_mode", "pop_function_mode",
     "pop_saved_tensor_hooks", "push_dispatch_mode", "push_function_mode",
     "register_global_forward_hook",
     "push_saved_tensor_hooks", "queue_backward_callback", "saved_tensor_hooks_enabled",
@@ -251,14 +251,17 @@ def nested_sizes(tensor: torch.Tensor) -> list[list[int]]:
     return tensor._nested_tensor_size().tolist()
 
 
-def running_forward(hook_frame: FrameType) -> Optional[MethodType]:
-    """The bound ``forward`` that the module call whose global forward pre-hook runs in
-    ``hook_frame`` is about to run: ``Module._call_impl``'s ``forward_call``, made for that
-    call, which lives exactly as long as the call's frames do (a traceback that holds them
-    holds it); ``None`` where the caller holds no such method."""
-    caller = hook_frame.f_back
-    found = caller.f_locals.get("forward_call") if caller is not None else None
-    return found if type(found) is MethodType else None
+def call_token(caller: FrameType) -> Optional[set]:
+    """An object made for the module call whose global forward pre-hook the frame
+    ``caller`` called, which lives exactly as long as that call's frames do (a traceback
+    that holds them holds it): ``Module._call_impl``'s set of the always-called hooks it
+    ran, in ``caller`` (torch 2.4) or in the ``_call_impl`` that runs it (``inner``,
+    later releases). ``None`` where neither holds one."""
+    for frame in (caller, caller.f_back):
+        found = frame.f_locals.get("called_always_called_hooks") if frame is not None else None
+        if type(found) is set:
+            return found
+    return None
 
 
 def call_kwargs(hook_frame: FrameType) -> dict:

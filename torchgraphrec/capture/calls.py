@@ -13,9 +13,9 @@ import torch
 from torch.nn.modules import module as torch_module
 
 from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, DisableTorchFunction, \
-    autograd_sequence_number, call_kwargs, call_kwargs_readable, call_raised, current_frame, \
-    give_call_kwargs, global_pre_hook_takes_kwargs_by_id, graph_task_id, \
-    register_global_forward_hook, running_forward, take_call_kwargs
+    autograd_sequence_number, call_kwargs, call_kwargs_readable, call_raised, call_token, \
+    current_frame, give_call_kwargs, global_pre_hook_takes_kwargs_by_id, graph_task_id, \
+    register_global_forward_hook, take_call_kwargs
 from torchgraphrec.capture.callfaults import raised_note, unnested_error
 from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.fastpath import SCRIPTED_TYPES
@@ -77,14 +77,15 @@ class CallTracker:
         self._kwargs_tables: list[dict] = []
         self._thread = -1
         self._quiet = DisableTorchFunction()
-        # the id of the exception noted last: holding the exception would hold its frames,
-        # whose activations' saved-tensor hooks (memory=True) hold this tracker, a cycle
-        # through autograd that the collector cannot see, and so the model, for good
-        self._noted = 0
+        # the notes this tracker added in the forward running: an exception that carries
+        # one was noted by an inner call. Holding the exception itself would hold its
+        # frames, whose activations' saved-tensor hooks (memory=True) hold this tracker,
+        # a cycle through autograd that the collector cannot see, and the model for good
+        self._notes: set[str] = set()
         #: the frame of ``Module._call_impl`` running the forward's top-level call, or its
         #: id while its end is watched (then the forward is closed as the frame goes)
         self._root_frame: FrameType | int | None = None
-        #: a weak reference to the top-level call's bound forward (see _watch_end)
+        #: a weak reference to an object of the top-level call's (see _watch_end)
         self._end_watch: Any = None
         # what reaching a hook costs (see Clock): a quarter of it is spent before the hook
         # runs, half around it, as read once here rather than in every hook
@@ -180,7 +181,7 @@ class CallTracker:
                 self._root_frame = id(root) if self._watch_end(root) else root
                 self.forward_start = len(calls)
                 self.in_forward = True
-                self._noted = 0  # an exception's id is its own during one forward only
+                self._notes = set()
                 self.on_begin()
                 inputs = self._model_inputs(module, args, kwargs, t)
                 parent = -1
@@ -233,9 +234,9 @@ class CallTracker:
         catches inside the block would otherwise leave it open (torch ops the user runs
         next recorded as the interrupted call's, the collector paused) until the next
         forward or the block's end. Returns whether it is watched."""
-        forward = running_forward(root)
-        self._end_watch = None if forward is None else weakref.ref(forward, self._gone)
-        return forward is not None
+        token = call_token(root)
+        self._end_watch = None if token is None else weakref.ref(token, self._gone)
+        return token is not None
 
     def _gone(self, watch: Any) -> None:
         if watch is not self._end_watch:  # a forward that ended, or a recorder stopped
@@ -401,11 +402,14 @@ class CallTracker:
                 events.boundary_edges.append((("call", index), ref, events.next_seq(), t))
 
     def _note(self, exc: BaseException | None, index: int) -> None:
-        if exc is None or id(exc) == self._noted or not hasattr(exc, "add_note"):
+        if exc is None or not hasattr(exc, "add_note"):
             return
-        self._noted = id(exc)
+        notes = getattr(exc, "__notes__", ())
+        if any(note in self._notes for note in notes):  # noted by an inner call's hook
+            return
         note = raised_note(exc, index, self.events.calls, self.state.table, self._index_of)
-        if note not in getattr(exc, "__notes__", ()):  # a second recorder on the same model
+        self._notes.add(note)
+        if note not in notes:  # a second recorder on the same model noted it
             exc.add_note(note)
 
     def fail(self, exc: Exception) -> None:

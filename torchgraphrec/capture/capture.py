@@ -186,6 +186,7 @@ class Capture:
                 FRAMES_PER_LEVEL * self.state.table.nesting() + MARGIN)
             self._headroom.__enter__()
         self.first_op = len(self.events.ops)
+        self.state.wrapped = False  # a transform's wrappers live in the forward that met them
         self.forward_number = _autograd_number()
         self.state.chains.start(self.forward_number)
         if self.costs is not None:
@@ -260,11 +261,12 @@ class Capture:
         roots, self.tracker.output_grad_fns = self.tracker.output_grad_fns, []
         if not ops or self.state.chains.too_deep:
             return []
+        high = _autograd_number()
         # and from every value the forward made that lives on: a loss term it kept instead
         # of returning (a router's balance loss on its module), or an output in an object
         # the output walk cannot see into, is backed through too
         roots += [grad_fn_of(tensor) for tensor in self.state.values.alive()]
-        found = walk(roots, self.forward_number, _autograd_number())
+        found = walk(roots, self.forward_number, high)
         pairs = owners([op[OP_NUMBER] for op in ops], found, self.first_op, is_function_node)
         return [(node, self.namer.op_ids[index]) for node, index in pairs]
 

@@ -253,7 +253,8 @@ class OpRecorder:
                 elif name == "backward" and inputs:
                     first = _BackwardFrom(inputs[0])  # an op: what it ran is its own cost
                 elif name == SET_DATA:  # x.data = y: x's value is y's from now on
-                    self._values.take_value(args[0], args[1])
+                    self.state.take_value(args[0], args[1],
+                                          self._stack[-1] if self._stack else -1, t0)
                     return out
                 else:  # a collective (which bumps no version), or not an op
                     changed, first = collective_call(self, func, name, args, kwargs)

@@ -156,28 +156,41 @@ class CaptureState:
                 return linked
         inner = functorch_unwrapped(tensor)
         if inner:
-            return self._wrapper_of(tensor, version, inner, call, t, role)
+            self.wrapped = True
+            held = self._held_by(inner, call, t)
+            if held is not None:  # a wrapper of a value known: that value
+                self.values.set(tensor, version, held[ENTRY_REF], held[ENTRY_NUMBER])
+                return held[ENTRY_REF]
         number = self.values.new_number()
         index = self.tensor_node(tensor, version, number, call, t, role)
         self.values.set(tensor, version, ~index, number)
         return ~index
 
-    def _wrapper_of(self, tensor: torch.Tensor, version: int, inner: list, call: int, t: int,
-                    role: str | None) -> Ref:
-        """A transform's wrapper (``inner``: what it holds, level by level) is the value it
-        holds: vmap hands the function each input so, and ``grad`` its own."""
-        self.wrapped = True
+    def take_value(self, tensor: torch.Tensor, source: Any, call: int, t: int) -> None:
+        """``tensor.data = source`` in call ``call`` at ``t``: ``tensor`` holds ``source``'s
+        value from now on, whatever made it (a parameter not read yet: its param node)."""
+        if not isinstance(source, torch.Tensor) or is_lazy(tensor):
+            return  # (a lazy module filling its parameter in: its param node is its value)
+        entry = self.values.lookup(source)
+        ref = entry[ENTRY_REF] if entry is not None else \
+            self.unknown(source, version_of(source), call, t, "constant")
+        self.values.take_value(tensor, source, ref)
+
+    def _held_by(self, inner: list, call: int, t: int) -> Any:
+        """The entry of the value a transform's wrapper holds (``inner``: what it holds,
+        level by level), where it is known or a parameter: vmap hands the function each
+        input so, and ``grad`` its own. ``None`` for a value from outside the recording (a
+        transform around the model: the wrapper is the model's input, as the model sees
+        it)."""
         values = self.values
         for held in inner:
             entry = values.lookup(held)
+            if entry is None and id(held) in self.table.tensor_ids:
+                self.unknown(held, version_of(held), call, t, None)
+                entry = values.lookup(held)
             if entry is not None:
-                break
-        else:
-            held = inner[-1]
-            self.unknown(held, version_of(held), call, t, role)
-            entry = values.lookup(held)
-        values.set(tensor, version, entry[ENTRY_REF], entry[ENTRY_NUMBER])
-        return entry[ENTRY_REF]
+                return entry
+        return None
 
     def note_unwrapped(self, results: Any, index: int) -> None:
         """What each of op ``index``'s ``results`` wraps, where it is a transform's wrapper,

@@ -7,7 +7,6 @@ import weakref
 from typing import Any, Callable, Container, Optional
 
 import torch
-from torch.nn.parameter import is_lazy
 
 from torchgraphrec.capture.events import Ref
 
@@ -211,19 +210,13 @@ class Values:
         elif not tensor.is_inference():  # an inference tensor's memory is its storage
             self.detached[id(alias)] = (weakref.ref(alias), weakref.ref(self.memory_of(tensor)))
 
-    def take_value(self, tensor: torch.Tensor, source: Any) -> None:
-        """``tensor.data = source``: ``tensor`` holds ``source``'s value now (and memory, so
-        a write through ``source`` is ``tensor``'s too). Where ``source``'s maker is not
-        known, neither is ``tensor``'s: a later read finds it as it finds any such value."""
-        if not isinstance(source, torch.Tensor) or is_lazy(tensor):
-            return  # (a lazy module filling its parameter in: its param node is its value)
-        entry = self.lookup(source)
-        if entry is None:
-            self.current.pop(id(tensor), None)
-            return
-        self.set(tensor, version_of(tensor), entry[ENTRY_REF], None)
-        if not source.is_inference():
+    def take_value(self, tensor: torch.Tensor, source: torch.Tensor, ref: Ref) -> None:
+        """``tensor.data = source``, whose value ``ref`` produced: ``tensor`` holds that value
+        now, and shares ``source``'s memory (a write through either is the other's too)."""
+        self.set(tensor, version_of(tensor), ref, None)
+        if not source.is_inference() and not tensor.is_inference():
             self.data_of[id(source)] = (weakref.ref(source), weakref.ref(tensor))
+            self.data_of[id(tensor)] = (weakref.ref(tensor), weakref.ref(source))
 
     def _written_through_data(self, written: torch.Tensor, ref: Ref) -> None:
         """Where ``written`` is some ``x.data``, ``x``'s value is ``ref``'s too: a new value
@@ -257,11 +250,14 @@ class Values:
         self.current[id(tensor)] = (weakref.ref(tensor), version_of(tensor), ~index, None)
 
     def alive(self) -> list[torch.Tensor]:
-        """The tensors whose values are known that still live."""
+        """The tensors whose values are known that still live, unchanged since: reading
+        the ``grad_fn`` of a view whose base was written since would make autograd build
+        a node the plain run never makes."""
         found = []
         for entry in self.current.values():
             tensor = entry[ENTRY_TENSOR]()
-            if tensor is not None:
+            if tensor is not None and not tensor.is_inference() and \
+                    tensor._version == entry[ENTRY_VERSION]:
                 found.append(tensor)
         return found
 

@@ -9,12 +9,12 @@ from typing import Any, Mapping, Optional, Sequence
 import graphviz
 
 from torchgraphrec.text import (UNITS, cost_text, count_text, settings_text, shape_text,
-                                short_name)
+                                short_name, split_items)
 
 __all__ = ["escape", "join", "join_left", "shape_text", "count_text", "short_name", "layer_title",
            "box_lines", "tensor_lines", "param_lines", "op_lines", "xml_id", "id_part", "css_class",
            "html_text", "UNITS", "cost_text", "cost_line", "run_cost_line", "LINE_COSTS",
-           "ARGS_DRAWN", "MAX_DRAWN_ARGS"]
+           "ARGS_DRAWN", "MAX_DRAWN_ARGS", "named_args"]
 
 
 def escape(text: Any) -> str:
@@ -213,6 +213,39 @@ ARGS_DRAWN = frozenset({"getitem", "cat", "concat", "concatenate", "stack", "spl
                         "amin", "max", "min", "cumsum", "roll", "flip"})
 #: The longest argument text drawn after an op's name, in characters.
 MAX_DRAWN_ARGS = 16
+#: The names of the arguments after the tensor(s) of the ops of :data:`ARGS_DRAWN` that the
+#: code may give by position: drawn named, ``softmax -1`` would read as a subtraction and
+#: ``cat 1`` as a count.
+_POSITIONAL = {
+    **dict.fromkeys(("cat", "concat", "concatenate", "stack", "softmax", "log_softmax",
+                     "cumsum", "unbind", "gather"), ("dim",)),
+    **dict.fromkeys(("sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin"),
+                    ("dim", "keepdim")),
+    "flip": ("dims",), "roll": ("shifts", "dims"), "topk": ("k", "dim"),
+    "split": ("split_size", "dim"), "chunk": ("chunks", "dim"),
+    "narrow": ("dim", "start", "length"), "select": ("dim", "index"),
+    "index_select": ("dim",),
+}
+
+
+def named_args(name: str, args: str) -> str:
+    """An op's argument text with the leading arguments given by position named, for the
+    ops whose names :data:`_POSITIONAL` knows (an index or a slice stays as written).
+
+    >>> named_args("softmax", "-1"), named_args("cat", "1"), named_args("sum", "-1, keepdim=True")
+    ('dim=-1', 'dim=1', 'dim=-1, keepdim=True')
+    >>> named_args("getitem", "[:, -1]"), named_args("topk", "5, 1"), named_args("mean", "dim=1")
+    ('[:, -1]', 'k=5, dim=1', 'dim=1')
+    """
+    names = _POSITIONAL.get(name)
+    if not names:
+        return args
+    items = split_items(args)
+    for position, item in enumerate(items[:len(names)]):
+        if "=" in item:
+            break
+        items[position] = f"{names[position]}={item}"
+    return ", ".join(items)
 
 
 def op_lines(attrs: Mapping[str, Any], show_shapes: bool) -> list[str]:
@@ -234,7 +267,7 @@ def op_lines(attrs: Mapping[str, Any], show_shapes: bool) -> list[str]:
     name = attrs["name"] + (" (backward)" if attrs.get("phase") == "backward" else "")
     args = attrs.get("args")
     if attrs["name"] in ARGS_DRAWN and args and len(args) <= MAX_DRAWN_ARGS:
-        name += " " + args
+        name += " " + named_args(attrs["name"], args)
     lines = [name] if shape is None else [name, shape_text(shape)]
     if "comm_bytes" in attrs:
         lines.append(cost_text(attrs["comm_bytes"], "bytes"))

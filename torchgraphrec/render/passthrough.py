@@ -66,6 +66,9 @@ def _wire(graph: nx.DiGraph, tensor: str, calls: list[str]) -> None:
         graph.remove_edges_from([(source, tensor) for source, _, _ in makers])
         holders = [source for source, _, _ in makers]
         _edge(graph, calls[-1], tensor, {**makers[0][2], "t_ns": ends[-1]})
+        # it stands outside the model, as every output is drawn: left in the call that made
+        # it, a cut that closes that call would feed the call back from the pass-through
+        graph.nodes[tensor].update(parent=None, depth=0)
     for call in calls:
         start = graph.nodes[call]
         for holder in holders:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import math
+import weakref
 from typing import Optional
+
+import networkx as nx
 
 from torchgraphrec.render import labels
 from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.scale import COSTS
 from torchgraphrec.render.view import View
+from torchgraphrec.text.units import count_text
 
-__all__ = ["node_text", "cluster_text", "cluster_costs", "cost_names", "enclosing_qualname"]
+__all__ = ["node_text", "cluster_text", "cluster_costs", "cost_names", "enclosing_qualname",
+           "own_params_lines"]
 
 
 def enclosing_qualname(view: View, node: str) -> str:
@@ -64,6 +70,43 @@ def cluster_costs(view: View, cluster: str, options: RenderOptions) -> list[str]
     if cluster in view.groups:
         return []
     return _costs(view, cluster, options)
+
+
+def own_params_lines(view: View, cluster: str) -> list[str]:
+    """What a cluster's module with submodules holds itself: drawn open, its submodules'
+    boxes count theirs, and these would be counted nowhere (a fused MoE's expert weights,
+    a ViT's class token). ``[]`` where it holds none, or has no submodule called (a leaf
+    opened into its ops, which shows its parameters where they are asked for)."""
+    if cluster in view.groups:
+        return []
+    count, enclosing = _own_params(view.source)
+    attrs = view.folded.nodes[cluster]
+    if attrs["qualname"] not in enclosing:
+        return []
+    own = count.get(attrs["qualname"], 0)
+    return [f"{count_text(own)} of its own"] if own else []
+
+
+def _own_params(graph: nx.DiGraph) -> tuple[dict[str, int], set[str]]:
+    """Each module's parameter count, those of its submodules left out, by qualname; and
+    the qualnames of the modules whose submodules were called."""
+    found = _OWN_PARAMS.get(graph)
+    if found is None:
+        count: dict[str, int] = {}
+        enclosing: set[str] = set()
+        nodes = graph.nodes
+        for _, attrs in graph.nodes(data=True):
+            if attrs["kind"] == "param" and not attrs.get("buffer"):
+                owner = attrs["qualname"].rpartition(".")[0]
+                count[owner] = count.get(owner, 0) + math.prod(attrs["shape"])
+            elif attrs["kind"] == "layer" and attrs["parent"] is not None:
+                enclosing.add(nodes[attrs["parent"]]["qualname"])
+        found = _OWN_PARAMS[graph] = (count, enclosing)
+    return found
+
+
+_OWN_PARAMS: "weakref.WeakKeyDictionary[nx.DiGraph, tuple[dict[str, int], set[str]]]" = \
+    weakref.WeakKeyDictionary()
 
 
 def node_text(view: View, node: str, options: RenderOptions) -> tuple[list[str], str]:

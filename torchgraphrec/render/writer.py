@@ -15,7 +15,8 @@ from torchgraphrec.render.oproles import ROLE_PORTS, ROLES
 from torchgraphrec.render.metrics import needs_width, text_width
 from torchgraphrec.render.spine import entries, role_rows, spine, under_params
 from torchgraphrec.render.legend import costs_row, legend_lines
-from torchgraphrec.render.texts import cluster_costs, cluster_text, cost_names, node_text
+from torchgraphrec.render.texts import cluster_costs, cluster_text, cost_names, node_text, \
+    own_params_lines
 from torchgraphrec.render.scale import INCLUSIVE, ColorScale, colorable, value_of
 from torchgraphrec.render.view import View
 
@@ -219,7 +220,8 @@ class DotWriter:
     def cluster_lines(self, cluster: str) -> tuple[list[str], str]:
         """A cluster's title lines and tooltip."""
         title, tooltip = cluster_text(self.view, cluster)
-        costs = cluster_costs(self.view, cluster, self.options)
+        costs = own_params_lines(self.view, cluster) + \
+            cluster_costs(self.view, cluster, self.options)
         if self.marks is None or cluster in self.view.groups:
             return [title, *costs], tooltip or title
         return [*self.marks.cluster_lines(cluster, title), *costs], tooltip or title

@@ -174,18 +174,35 @@ function tgrTimelinePanel(R, calls, pass, startKey, endKey, scale) {
   const caption = document.createElementNS(ns, "text");
   caption.setAttribute("x", 2);
   caption.setAttribute("y", 11);
-  const passes = Math.max(...timed.map((i) => tgrPasses(R.info[i], pass, startKey, endKey).length));
-  caption.textContent = `${R.D.sides ? "side B, " : ""}${pass}: ${tgrFormat("forward_ms", span / 1e6)}` +
-    (passes > 1 ? ` from the first of ${passes} passes to the last; a bar per pass` : "");
+  caption.textContent = `${R.D.sides ? "side B, " : ""}${tgrTimelineCaption(R, timed, pass, startKey, endKey)}: ` +
+    `${tgrFormat("forward_ms", span / 1e6)}${tgrTimelineSpread(R, timed, pass, startKey, endKey)}`;
   svg.append(caption);
   for (const i of timed) {
-    for (const [from, to] of tgrPasses(R.info[i], pass, startKey, endKey)) tgrTimelineBar(R, svg, ns, i, pass, from, to, start, span, scale);
+    const pieces = tgrPasses(R.info[i], pass, startKey, endKey);
+    pieces.forEach(([from, to], k) => tgrTimelineBar(R, svg, ns, i, pass, from, to, start, span, scale,
+      pieces.length > 1 ? `pass ${k + 1} of ${pieces.length}` : ""));
   }
   return svg;
 }
 
+/* What a timeline's axis spans: one forward (or its backward), or several, when the calls
+   drawn ran in more than one forward or backward pass. */
+function tgrTimelineCaption(R, timed, pass) {
+  const forwards = timed.filter((i) => R.D.depth[i] === 0).length;
+  return forwards > 1 ? `${forwards} ${pass === "forward" ? "forwards" : "forwards' backward passes"}` : pass;
+}
+
+function tgrTimelineSpread(R, timed, pass, startKey, endKey) {
+  const several = timed.filter((i) => R.D.depth[i] === 0).length > 1 ||
+    timed.some((i) => tgrPasses(R.info[i], pass, startKey, endKey).length > 1);
+  if (!several) return "";
+  return pass === "forward" ? ", from the first start to the last end (the time between them is no call's)" :
+    ", from the first pass's start to the last one's end; a bar per pass";
+}
+
 /* A call's bars on a timeline: one from its start to its end, or on the backward's, one
-   per backward pass through it where several ran (the time between them is not its). */
+   per backward pass through it where several ran (the time between them is not its); each
+   bar's tooltip says its own time (``piece``: which pass it is, where there are several). */
 function tgrPasses(a, pass, startKey, endKey) {
   const spans = pass === "backward" ? a.t_backward_spans_ns : undefined;
   if (!spans) return [[a[startKey], a[endKey]]];
@@ -194,7 +211,7 @@ function tgrPasses(a, pass, startKey, endKey) {
   return pieces;
 }
 
-function tgrTimelineBar(R, svg, ns, i, pass, from, to, start, span, scale) {
+function tgrTimelineBar(R, svg, ns, i, pass, from, to, start, span, scale, piece) {
   const a = R.info[i], width = 1000, lane = 14, top = 16;
   const rect = document.createElementNS(ns, "rect");
   rect.setAttribute("x", (((from - start) / span) * width).toFixed(2));
@@ -207,7 +224,9 @@ function tgrTimelineBar(R, svg, ns, i, pass, from, to, start, span, scale) {
   if (scale && value !== undefined) rect.style.fill = tgrColourOf(R, scale, value)[0];
   const title = document.createElementNS(ns, "title");
   const ms = pass === "forward" ? a.forward_ms : a.backward_ms;
-  title.textContent = `${a.qualname || "(model)"} (${a.type}) ${pass} ${tgrFormat("forward_ms", ms !== undefined ? ms : (to - from) / 1e6)}` +
+  const total = tgrFormat("forward_ms", ms !== undefined ? ms : (to - from) / 1e6);
+  const time = piece ? `${piece}: ${tgrFormat("forward_ms", (to - from) / 1e6)} (all passes ${total})` : total;
+  title.textContent = `${a.qualname || "(model)"} (${a.type}) ${pass} ${time}` +
     (value !== undefined && R.colourBy ? ` · ${tgrFormat(R.colourBy, value)}` : "");
   rect.append(title);
   rect.addEventListener("click", () => tgrSelect(R, i, {reveal: true}));
