@@ -84,7 +84,10 @@ Edges
     paths is one node, named by the first. Every edge has ``kind`` (one of :class:`EdgeKind`: ``param`` for an edge
     leaving a ``param`` node, else ``flow``), ``seq`` (global observation order,
     deterministic; sorted by it, ``t_ns`` never decreases) and ``t_ns`` (ns since the
-    recording started).
+    recording started). Where an op was given one source more than once (``x * x``, one
+    tensor as attention's query, key and value), its one edge from that source stands for
+    each, and every edge into that op has ``positions``: the argument positions (a tuple of
+    int, counting its tensor arguments and parameters in the order given) it stands for.
 
 Ids
     Stable strings built from names and counters, never from ``id()``:
@@ -360,4 +363,4 @@ OPTIONAL_GRAPH_ATTRS: Mapping[str, Check] = {
 }
 
 #: Attributes an edge may have, checked where present.
-OPTIONAL_EDGE_ATTRS: Mapping[str, Check] = {"count": _is_count}
+OPTIONAL_EDGE_ATTRS: Mapping[str, Check] = {"count": _is_count, "positions": _is_shape}

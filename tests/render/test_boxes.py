@@ -10,6 +10,7 @@ import networkx as nx
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 import torchgraphrec as tgr
 from helpers import fresh, nodes_of
@@ -277,3 +278,24 @@ def test_dimensions_given_by_position_are_drawn_named() -> None:
     model = nn.Sequential(nn.Identity(), _Positional())
     dot = tgr.record(model, torch.randn(2, 3)).to_dot(expand_leaves=True)
     assert {"cat dim=1", "softmax dim=-1", "sum dim=1"} <= set(re.findall(r"[a-z]+ dim=-?\d", dot))
+
+
+class _SelfAttention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x).view(2, 1, 4, 16)
+        return F.scaled_dot_product_attention(h, h, h)
+
+
+def test_one_tensor_given_as_query_key_and_value_is_labelled_as_all_three() -> None:
+    # its one edge said "query" only: a reader looked for the key and value
+    recording = tgr.record(_SelfAttention(), torch.randn(2, 4, 16))
+    [(_, _, attrs)] = recording.graph.in_edges("op:scaled_dot_product_attention#2", data=True)
+    assert attrs["positions"] == (0, 1, 2)
+    dot = recording.to_dot(expand_leaves=True)
+    into = [line for line in dot.splitlines()
+            if "--op:scaled_dot_product_attention#2" in line and "->" in line]
+    assert len(into) == 1 and 'label="query/key/value"' in into[0]

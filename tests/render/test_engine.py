@@ -214,12 +214,18 @@ def _png_size(data: bytes) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
-def test_png_is_capped_in_size() -> None:
+def test_png_is_capped_in_size_and_says_so() -> None:
     recording = tgr.record(*deep_mlp(60, 4))
-    width, height = _png_size(run_engine(recording.to_dot(fold_repeats=False), "png"))
+    # scaled down below the dpi asked for, silently: a paper's figure came out at 164 dpi
+    with pytest.warns(EngineWarning, match="larger than a PNG holds .* less than dpi=96"):
+        data = run_engine(recording.to_dot(fold_repeats=False), "png")
+    width, height = _png_size(data)
     limit = engines.PNG_MAX_INCHES * 96
     assert height <= limit and width <= limit
     assert height > 0.9 * limit  # it was scaled down to the cap, not left huge or tiny
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a drawing within the cap: nothing to say
+        run_engine(tgr.record(*deep_mlp(3, 4)).to_dot(), "png")
 
 
 def test_doctor_lists_engines_and_formats() -> None:

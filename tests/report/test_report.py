@@ -15,6 +15,7 @@ import torchgraphrec as tgr
 from helpers import fresh
 from torchgraphrec.report.describe import opening_depth
 from torchgraphrec.report.html import SCRIPTS, report_fragment, to_html
+from torchgraphrec.report.pagedata import facts
 from torchgraphrec.render.options import RenderOptions
 
 
@@ -271,3 +272,18 @@ def test_an_unshard_box_times_the_whole_unshard() -> None:
     assert box["t_start_ns"] == min(a["t_start_ns"] for a in members)
     assert box["forward_ms"] == (box["t_end_ns"] - box["t_start_ns"]) / 1e6
     assert box["self_ms"] == pytest.approx(sum(a["self_ms"] for a in members))
+
+
+def test_a_diffs_header_counts_side_b_as_it_says() -> None:
+    # its parameters were side B's and its op and tensor counts the union's
+    torch.manual_seed(0)
+    old = tgr.record(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.1),
+                                   nn.Linear(8, 2)).eval(), torch.randn(2, 4))
+    new = tgr.record(nn.Sequential(nn.Linear(4, 16), nn.GELU(), nn.Linear(16, 2)).eval(),
+                     torch.randn(2, 4))
+    union = tgr.diff(old, new).union
+    counts = {kind: sum(1 for _, k in new.graph.nodes(data="kind") if k == kind)
+              for kind in ("layer", "op", "tensor", "param")}
+    assert facts(union)["counts"] == counts
+    assert "<span title=\"the counts, totals and times after it are side B's: the newer run\">" \
+        "side B:</span>" in to_html(union)

@@ -318,6 +318,57 @@ def test_the_url_fragment_brings_back_the_same_view(browser, recording, report) 
     assert again.problems == []
 
 
+def test_a_link_pasted_into_the_open_page_shows_its_view(browser, recording, report) -> None:
+    # the fragment was read once, on opening: a link pasted into the tab, or Back and
+    # Forward, changed the URL and nothing else
+    with loaded_report(browser, report, "#d=1") as shared:
+        wanted = state(shared.page)["dot"]
+    with loaded_report(browser, report) as loaded:
+        page = loaded.page
+        assert state(page)["dot"] != wanted
+        act(page, page.evaluate, "location.hash = '#d=1'")
+        settle(page)
+        assert state(page)["dot"] == wanted
+        assert page.input_value(f"{ROOT} .tgr-depth") == "1"
+    assert loaded.problems == []
+
+
+def test_a_link_with_its_selection_in_a_closed_box_keeps_the_box_closed(browser,
+                                                                       report) -> None:
+    # opening it revealed the selection: the link showed another view than it was made of
+    with loaded_report(browser, report) as loaded:
+        page = loaded.page
+        act(page, page.locator(f"{ROOT} .tgr-calls tbody tr", has_text="layers.1.0.conv1").click)
+        act(page, page.select_option, f"{ROOT} .tgr-depth", "1")
+        before = state(page)
+    with loaded_report(browser, report, before["hash"]) as again:
+        again.page.wait_for_function(f"document.querySelector('{ROOT}').dataset.layouts >= 1")
+        settle(again.page)
+        after = state(again.page)
+    assert (after["dot"], after["selected"], after["hash"]) == (before["dot"], before["selected"],
+                                                                before["hash"])
+
+
+def test_an_arrow_key_pans_a_share_of_the_canvas_and_a_query_moves_nothing(browser,
+                                                                          report) -> None:
+    with loaded_report(browser, report) as loaded:
+        page = loaded.page
+        canvas = page.locator(f"{ROOT} .tgr-canvas")
+        top, width = canvas.bounding_box()["y"], canvas.bounding_box()["width"]
+        page.focus(f"{ROOT} .tgr-canvas")
+        box = element(page, "layer:stem#0")
+        x = box.bounding_box()["x"]
+        page.keyboard.press("ArrowRight")
+        # after Fit the viewBox has the drawing's aspect, not the canvas's: the step was
+        # a share of the drawing's width (25 px of a 915 px canvas)
+        assert x - box.bounding_box()["x"] == pytest.approx(0.15 * width, abs=2)
+        page.fill(f"{ROOT} .tgr-search", "conv")
+        settle(page)
+        assert "matches" in page.text_content(f"{ROOT} .tgr-count")
+        assert canvas.bounding_box()["y"] == top  # the toolbar did not rewrap
+    assert loaded.problems == []
+
+
 def test_a_diff_shows_side_a_side_b_or_both(browser, tmp_path: Path) -> None:
     torch.manual_seed(0)
     old = tgr.record(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.1),

@@ -119,7 +119,12 @@ def test_the_timeline_draws_a_bar_per_backward_pass(browser, tmp_path: Path) -> 
             f"{ROOT} .tgr-timeline rect.tgr-backward",
             "rects => rects.map(r => [Number(r.dataset.node), +r.getAttribute('x'),"
             " +r.getAttribute('width')])")
+        titles = page.eval_on_selector_all(f"{ROOT} .tgr-timeline rect.tgr-backward title",
+                                           "titles => titles.map(t => t.textContent)")
         assert not loaded.problems
+    # each bar says its own pass's time, beside the call's over all passes
+    assert sum("pass 1 of 2: " in title for title in titles) == 4
+    assert sum("pass 2 of 2: " in title for title in titles) == 4
     root = _root(recording)
     start = root["t_backward_start_ns"]
     span = root["t_backward_end_ns"] - start

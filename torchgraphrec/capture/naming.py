@@ -202,13 +202,16 @@ class Namer:
             nodes.append((node_id, attrs))
             t_ns = t_edges - t0
             # one edge per distinct source (a ref names one source, and its kind follows)
-            for ref in (refs if len(refs) < 2 else dict.fromkeys(refs)):
+            distinct = refs if len(refs) < 2 else dict.fromkeys(refs)
+            for ref in distinct:
                 seq += 1
                 if type(ref) is str:
                     edges.append((ref, node_id, {"kind": "param", "seq": seq, "t_ns": t_ns}))
                 else:
                     edges.append((ids[ref] if ref >= 0 else tensor_ids[~ref], node_id,
                                   {"kind": "flow", "seq": seq, "t_ns": t_ns}))
+            if len(distinct) < len(refs):  # a source given more than once (x * x, h as q, k, v)
+                _note_positions(edges[-len(distinct):], refs)
         if self.op_costs is not None and first < len(ids):  # in one pass, after the loop
             self.op_costs(first, [attrs for _, attrs in nodes[first - len(ids):]])
 
@@ -273,3 +276,20 @@ class Namer:
                 "bytes": prod(plain) * (item_sizes.get(dtype) or describe.item_size(dtype)),
             }))
         return found
+
+
+def _note_positions(edges: list, refs: Sequence) -> None:
+    """Give each of an op's ``edges`` (one per distinct source of ``refs``, in order of first
+    use) the argument positions its source was given at (``positions``): the edge of a
+    tensor given as query, key and value stands for all three.
+
+    >>> edges = [("h", "op", {}), ("w", "op", {})]
+    >>> _note_positions(edges, [0, 0, "w", 0])
+    >>> [attrs["positions"] for *_, attrs in edges]
+    [(0, 1, 3), (2,)]
+    """
+    found: dict = {}
+    for position, ref in enumerate(refs):
+        found.setdefault(ref, []).append(position)
+    for (*_, attrs), places in zip(edges, found.values()):
+        attrs["positions"] = tuple(places)

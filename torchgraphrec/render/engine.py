@@ -143,6 +143,10 @@ def run_engine(dot_source: str, fmt: str, choice: str = "auto", timeout: float =
         if failures:
             warn(f"{failures[0][0].name} failed to write {fmt}, so {engine.name} drew it "
                  f"instead ({failures[0][1][:300]})", EngineWarning)
+        if fmt == "png" and _capped(data):
+            warn(f"the drawing is larger than a PNG holds ({_PNG_MAX_PIXELS:,} px on its "
+                 f"longer side): it was scaled down, to less than dpi={dpi}. SVG and PDF "
+                 "keep every detail at any size", EngineWarning)
         return data
     raise EngineFailure("; ".join(f"{engine.name} failed to write {fmt}: {message[:2000]}"
                                 for engine, message in failures))
@@ -153,7 +157,26 @@ class EngineFailure(EngineError):
 
 
 class EngineWarning(UserWarning):
-    """An engine failed, and another one drew the picture."""
+    """An engine failed, and another one drew the picture; or a PNG was scaled down to
+    its size cap."""
+
+
+_PNG_MAX_PIXELS = PNG_MAX_INCHES * DEFAULT_DPI
+
+
+def _capped(png: bytes) -> bool:
+    """Whether a PNG's longer side is at the size cap (Graphviz scaled the drawing to it),
+    read from its header.
+
+    >>> import struct
+    >>> header = b"\\x89PNG\\r\\n\\x1a\\n" + b"\\0\\0\\0\\rIHDR"
+    >>> _capped(header + struct.pack(">II", 7680, 1200)), _capped(header + struct.pack(">II", 900, 600))
+    (True, False)
+    """
+    if len(png) < 24 or png[12:16] != b"IHDR":
+        return False
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    return max(width, height) >= _PNG_MAX_PIXELS - 1
 
 
 def _png_args(dpi: int) -> list[str]:

@@ -70,15 +70,31 @@ def is_bridged(attrs: Mapping) -> bool:
 
 def argument_roles(graph: nx.DiGraph) -> dict[tuple[str, str], str]:
     """The role of each recorded edge into an op of :data:`ROLES`, by argument order (the
-    order its edges were recorded in)."""
+    order its edges were recorded in, or the ``positions`` an edge stands for where one
+    source was given more than once: ``query/key/value`` for one tensor given as all
+    three).
+
+    >>> g = nx.DiGraph()
+    >>> g.add_node("op", kind="op", name="scaled_dot_product_attention")
+    >>> g.add_node("h", kind="tensor"); g.add_node("k", kind="tensor")
+    >>> g.add_edge("h", "op", seq=1, positions=(0, 2)); g.add_edge("k", "op", seq=2, positions=(1,))
+    >>> argument_roles(g)
+    {('h', 'op'): 'query/value', ('k', 'op'): 'key'}
+    """
     found: dict[tuple[str, str], str] = {}
     for node, attrs in graph.nodes(data=True):
         roles = ROLES.get(attrs.get("name", "")) if attrs["kind"] == "op" else None
         if not roles:
             continue
-        edges = sorted(graph.in_edges(node, data="seq"), key=lambda edge: edge[2])
-        edges = [edge for edge in edges if graph.nodes[edge[0]]["kind"] != "param"]
-        found.update(((source, target), role) for (source, target, _), role in zip(edges, roles))
+        edges = sorted(graph.in_edges(node, data=True), key=lambda edge: edge[2]["seq"])
+        # each argument given, in order: an edge once per position it stands for
+        given = sorted((position, order, source)
+                       for order, (source, _, data) in enumerate(edges)
+                       for position in data.get("positions", (order,)))
+        given = [source for *_, source in given if graph.nodes[source]["kind"] != "param"]
+        for source, role in zip(given, roles):
+            key = (source, node)
+            found[key] = stronger(found[key], role) if key in found else role
     return found
 
 

@@ -147,10 +147,12 @@ def forward_ms(graph: nx.DiGraph) -> Optional[float]:
 
 def facts(graph: nx.DiGraph) -> dict[str, Any]:
     """The header's facts: counts, totals, and the forward's time as the graph holds it
-    (:func:`forward_ms`), beside a plain forward where one was timed."""
+    (:func:`forward_ms`), beside a plain forward where one was timed; a diff's are its side
+    B's (the newer run), which the header says."""
     counts = {kind: 0 for kind in ("layer", "op", "tensor", "param")}
-    for _, kind in graph.nodes(data="kind"):
-        counts[kind] += 1
+    for _, attrs in graph.nodes(data=True):  # a diff's: side B's, as its parameters are
+        if attrs.get("diff") != "removed":
+            counts[attrs["kind"]] += 1
     roots = _roots(graph)
     found: dict[str, Any] = {
         "model": graph.graph.get("model", "model"),

@@ -43,9 +43,10 @@ function tgrCanvasKey(R, key) {
   const svg = R.svg;
   if (!svg) return false;
   const pans = {ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1]};
-  if (pans[key]) {
-    const box = tgrBox(svg), [dx, dy] = pans[key];
-    tgrSetBox(svg, [box[0] + dx * box[2] * TGR_KEY_PAN, box[1] + dy * box[3] * TGR_KEY_PAN, box[2], box[3]]);
+  if (pans[key]) {  // a share of the canvas as it is on screen: the viewBox keeps the drawing's aspect
+    const box = tgrBox(svg), [dx, dy] = pans[key], rect = svg.getBoundingClientRect(), scale = tgrScale(svg);
+    tgrSetBox(svg, [box[0] + dx * rect.width * scale * TGR_KEY_PAN, box[1] + dy * rect.height * scale * TGR_KEY_PAN,
+      box[2], box[3]]);
   } else if (key === "+" || key === "=" || key === "-") {
     const now = tgrScale(svg), rect = svg.getBoundingClientRect(), box = tgrBox(svg);
     const scale = tgrZoomBound(svg, now, key === "-" ? now * TGR_KEY_ZOOM : now / TGR_KEY_ZOOM);

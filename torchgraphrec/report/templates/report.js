@@ -37,7 +37,16 @@ function tgrStart(R) {
   R.onDouble = (element, event) => tgrDoubleClicked(R, element, event);
   tgrIndexElements(R);
   tgrDecorate(R, true);
-  if (fromUrl) tgrUpdate(R, null).then(() => { if (R.selected !== undefined) tgrSelect(R, R.selected, {reveal: true}); });
+  // a link shows the view it was made of: its selection is marked where that view shows it,
+  // in a closed box's frame too, without opening anything the link kept closed
+  if (fromUrl) tgrUpdate(R, null).then(() => { if (R.selected !== undefined) tgrSelect(R, R.selected, {}); });
+  // and a fragment set while the page is open (a link pasted into its tab, Back and
+  // Forward) is applied as the one read on opening is (the page's own writes replace it)
+  window.addEventListener("hashchange", () => {
+    if (!tgrReadUrl(R)) return;
+    tgrSyncControls(R);
+    tgrUpdate(R, null).then(() => { if (R.selected !== undefined) tgrSelect(R, R.selected, {}); });
+  });
   setTimeout(() => tgrViz(R).then((viz) => {
     performance.mark("tgr-engine-ready");
     R.root.dataset.engine = "ready";

@@ -59,7 +59,7 @@ function tgrSearchSetup(R) {
 /* "3 of 40 · 12 drawn, 28 inside closed modules or repeats" */
 function tgrCount(R) {
   const {list, current, query} = R.search, count = R.$(".tgr-count");
-  if (!query) { count.textContent = ""; return; }
+  if (!query) { count.textContent = count.title = ""; return; }
   let drawn = 0, held = 0;
   for (const i of list) {
     const element = tgrHolder(R, i);
@@ -71,7 +71,7 @@ function tgrCount(R) {
   const folded = R.searchCalls > list.length ? ` (${R.searchCalls} with the folded repeats)` : "";
   const other = {a: "B", b: "A"}[R.state.side];
   const elsewhere = R.searchElsewhere ? ` · ${R.searchElsewhere} only in side ${other}` : "";
-  count.textContent = position + folded + where + elsewhere;
+  count.textContent = count.title = position + folded + where + elsewhere;
 }
 
 async function tgrStep(R, direction) {
