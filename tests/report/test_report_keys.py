@@ -29,7 +29,9 @@ def nested_report(tmp_path_factory) -> Path:
 def _view(page: Any) -> dict[str, Any]:
     return page.evaluate(f"""() => {{
       const R = document.querySelector('{ROOT}').tgr;
+      const rect = R.svg.getBoundingClientRect();
       return {{box: tgrBox(R.svg), scale: tgrScale(R.svg), fitted: R.svg.dataset.fitted,
+               shown: [rect.width, rect.height],
                focused: document.activeElement === R.host ? 'drawing'
                  : document.activeElement.className}};
     }}""")
@@ -43,8 +45,10 @@ def test_the_drawing_pans_zooms_and_fits_from_the_keyboard(browser, nested_repor
         assert before["focused"] == "drawing"
         page.keyboard.press("ArrowRight")
         after = _view(page)
-        assert after["box"][0] == pytest.approx(before["box"][0] + 0.15 * before["box"][2],
-                                                abs=0.02)
+        # 15 % of the canvas as shown, in drawing units (the viewBox keeps the drawing's
+        # aspect, not the canvas's)
+        step = 0.15 * before["shown"][0] * before["scale"]
+        assert after["box"][0] == pytest.approx(before["box"][0] + step, abs=0.02)
         assert after["box"][1:] == pytest.approx(before["box"][1:], abs=0.02)
         middle = [after["box"][0] + after["box"][2] / 2, after["box"][1] + after["box"][3] / 2]
         page.keyboard.press("+")
