@@ -104,8 +104,9 @@ class CaptureState:
         #: how many recorded ops are running now (an op's call, between its handler's
         #: before and after): what autograd saves while none is, a custom Function saved
         self.running = 0
-        #: whether a torch.func transform's wrapper was met (vmap or grad inside the
-        #: forward): from then on the op mode notes what each result wraps
+        #: whether a torch.func transform's wrapper was met in the forward running (vmap
+        #: or grad inside it; reset as each forward begins): from then on the op mode
+        #: notes what each result wraps
         self.wrapped = False
 
     def tensor_node(self, tensor: torch.Tensor, version: int, number: int, call: int, t: int,
