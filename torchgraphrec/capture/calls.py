@@ -5,20 +5,19 @@ from __future__ import annotations
 import sys
 import threading
 import time
-import weakref
-from types import FrameType
 from typing import Any, Callable, Optional
 
 import torch
 from torch.nn.modules import module as torch_module
 
 from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, DisableTorchFunction, \
-    autograd_sequence_number, call_kwargs, call_kwargs_readable, call_raised, call_token, \
-    current_frame, give_call_kwargs, global_pre_hook_takes_kwargs_by_id, graph_task_id, \
+    autograd_sequence_number, call_kwargs, call_kwargs_readable, call_raised, current_frame, \
+    give_call_kwargs, global_pre_hook_takes_kwargs_by_id, graph_task_id, \
     register_global_forward_hook, take_call_kwargs
 from torchgraphrec.capture.callfaults import raised_note, unnested_error
 from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.fastpath import SCRIPTED_TYPES
+from torchgraphrec.capture.rootcall import RootCall
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, grad_fn_of
@@ -82,11 +81,8 @@ class CallTracker:
         # frames, whose activations' saved-tensor hooks (memory=True) hold this tracker,
         # a cycle through autograd that the collector cannot see, and the model for good
         self._notes: set[str] = set()
-        #: the frame of ``Module._call_impl`` running the forward's top-level call, or its
-        #: id while its end is watched (then the forward is closed as the frame goes)
-        self._root_frame: FrameType | int | None = None
-        #: a weak reference to an object of the top-level call's (see _watch_end)
-        self._end_watch: Any = None
+        #: where the forward's top-level call runs; a forward cut short ends as it goes
+        self._root = RootCall(self._ended_unseen)
         # what reaching a hook costs (see Clock): a quarter of it is spent before the hook
         # runs, half around it, as read once here rather than in every hook
         self._quarter = state.clock.costs.call >> 2
@@ -131,8 +127,7 @@ class CallTracker:
 
     def detach(self) -> None:
         """Stop listening; safe to call twice."""
-        self._root_frame = None  # a forward cut short would keep its locals alive
-        self._end_watch = None
+        self._root.clear()  # a forward cut short would keep its locals alive
         while self._handles:
             self._handles.pop().remove()
         if self._pre_hook_id is not None:
@@ -173,12 +168,10 @@ class CallTracker:
             stack, calls = state.stack, events.calls
             # a call from outside the open call's module: the last forward may be cut short
             if stack and self._parents[module_index] != calls[stack[-1]].module \
-                    and self._left_behind() and self._close_left_behind():
+                    and self._root.left_behind() and self._close_left_behind():
                 return
             if not stack:
-                root = _frame().f_back
-                # its id where its end is watched: holding the frame would keep it alive
-                self._root_frame = id(root) if self._watch_end(root) else root
+                self._root.start(_frame().f_back)
                 self.forward_start = len(calls)
                 self.in_forward = True
                 self._notes = set()
@@ -207,41 +200,9 @@ class CallTracker:
             quiet.__exit__(None, None, None)
             clock.spent += _now() - entered + self._half + given_up
 
-    def _left_behind(self) -> bool:
-        """Whether the open forward was cut short: its top-level call's frame is no longer
-        among the callers of this hook. PyTorch runs ``always_call`` hooks only for an
-        ``Exception``, so a ``KeyboardInterrupt`` or other ``BaseException`` the user catches
-        inside the block ends a forward without any hook of the recorder's."""
-        root = self._root_frame
-        if root is None:
-            return False
-        frame = _frame()
-        if type(root) is int:
-            while frame is not None:
-                if id(frame) == root:
-                    return False
-                frame = frame.f_back
-            return True
-        while frame is not None:
-            if frame is root:
-                return False
-            frame = frame.f_back
-        return True
-
-    def _watch_end(self, root: FrameType) -> bool:
-        """Close the forward whose top-level call runs in ``root`` as soon as that call's
-        frames are gone, where no hook of ours closed it: a ``KeyboardInterrupt`` the user
-        catches inside the block would otherwise leave it open (torch ops the user runs
-        next recorded as the interrupted call's, the collector paused) until the next
-        forward or the block's end. Returns whether it is watched."""
-        token = call_token(root)
-        self._end_watch = None if token is None else weakref.ref(token, self._gone)
-        return token is not None
-
-    def _gone(self, watch: Any) -> None:
-        if watch is not self._end_watch:  # a forward that ended, or a recorder stopped
-            return
-        self._end_watch = None
+    def _ended_unseen(self) -> None:
+        """The top-level call's frames went while its forward was open: a ``BaseException``
+        the user caught cut it short, with no hook of ours to end it."""
         if self.in_forward:
             try:
                 self._close_left_behind()
@@ -254,7 +215,7 @@ class CallTracker:
         whether recording is done (``first_only``)."""
         self.state.stack.clear()
         self.in_forward = False
-        self._root_frame = None
+        self._root.clear()
         self.on_end()
         return self.done
 
@@ -349,7 +310,7 @@ class CallTracker:
                 self.switch.leave(index)
             if not stack:
                 self.in_forward = False
-                self._root_frame = None
+                self._root.clear()
                 self.on_end()
         except Exception as exc:
             self._fail(exc)
