@@ -9,6 +9,8 @@ from typing import Any
 
 import networkx as nx
 
+from torchgraphrec.graph import backward_passes
+
 __all__ = ["SUMMED", "add_costs"]
 
 #: Op attributes a layer call sums over everything inside it.
@@ -127,10 +129,7 @@ def _backward_ns(attrs: Attrs) -> int:
     ...               "t_backward_spans_ns": (100, 400, 8000, 9000)})
     1300
     """
-    spans = attrs.get("t_backward_spans_ns")
-    if spans is None:
-        return max(0, attrs["t_backward_end_ns"] - attrs["t_backward_start_ns"])
-    return sum(max(0, end - start) for start, end in zip(spans[::2], spans[1::2]))
+    return sum(max(0, end - start) for start, end in backward_passes(attrs))
 
 
 def _add_times(attrs_of: dict[Any, Attrs]

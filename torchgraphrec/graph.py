@@ -26,7 +26,8 @@ from torchgraphrec.schema import (
     TensorRole,
 )
 
-__all__ = ["validate", "collapse", "to_json", "from_json", "value_of", "calls_around"]
+__all__ = ["validate", "collapse", "to_json", "from_json", "value_of", "calls_around",
+           "backward_passes"]
 
 _FORMAT = "torchgraphrec.recording"
 
@@ -294,3 +295,21 @@ def calls_around(graph: nx.DiGraph, node: Any) -> Iterator[Any]:
     while parent is not None:
         yield parent
         parent = graph.nodes[parent]["parent"]
+
+
+def backward_passes(attrs: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """Each backward pass through a node as ``(start, end)`` in ns: the pairs of its
+    ``t_backward_spans_ns``, or its one pass; ``[]`` where no backward was recorded.
+
+    >>> backward_passes({"t_backward_start_ns": 100, "t_backward_end_ns": 9000,
+    ...                  "t_backward_spans_ns": (100, 400, 8000, 9000)})
+    [(100, 400), (8000, 9000)]
+    >>> backward_passes({"t_backward_start_ns": 5, "t_backward_end_ns": 9}), backward_passes({})
+    ([(5, 9)], [])
+    """
+    spans = attrs.get("t_backward_spans_ns")
+    if spans is not None:
+        return list(zip(spans[::2], spans[1::2]))
+    if "t_backward_start_ns" not in attrs:
+        return []
+    return [(attrs["t_backward_start_ns"], attrs["t_backward_end_ns"])]

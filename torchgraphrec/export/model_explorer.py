@@ -9,6 +9,7 @@ import networkx as nx
 
 from torchgraphrec.export.plan import Plan, graph_id
 from torchgraphrec.export.times import span
+from torchgraphrec.graph import backward_passes
 from torchgraphrec.text import dims_text, shape_text
 
 __all__ = ["to_model_explorer", "attribute_text"]
@@ -45,9 +46,8 @@ def _milliseconds(attrs: dict, start: str, end: str) -> Optional[str]:
     times = span(attrs, start, end)  # None: not recorded (a backward may not have been)
     if times is None:
         return None
-    passes = attrs.get("t_backward_spans_ns") if start == "t_backward_start_ns" else None
-    if passes is not None:  # the passes' own times, without the time between them
-        return f"{sum(max(0, b - a) for a, b in zip(passes[::2], passes[1::2])) / 1e6:.3f}"
+    if start == "t_backward_start_ns":  # the passes' own times, without the time between
+        return f"{sum(max(0, b - a) for a, b in backward_passes(attrs)) / 1e6:.3f}"
     return f"{(times[1] - times[0]) / 1e6:.3f}"  # 0.000 for autograd's instants
 
 

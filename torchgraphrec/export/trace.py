@@ -8,6 +8,7 @@ from typing import Any, NamedTuple, Optional
 import networkx as nx
 
 from torchgraphrec.export.times import span
+from torchgraphrec.graph import backward_passes
 
 __all__ = ["to_trace", "TRACKS"]
 
@@ -61,12 +62,10 @@ def _slices(graph: nx.DiGraph, direction: str) -> list[_Slice]:
         times = span(attrs, start, end) if attrs["kind"] in ("layer", "op") else None
         if times is None:  # an end before the start is no time: left out, as unrecorded
             continue
-        passes = attrs.get("t_backward_spans_ns") if direction == "backward" else None
-        if passes is None:
-            found.append(_Slice(*times, attrs["depth"], attrs["seq"], node))
-        else:  # a slice per backward pass through it, the time between them left out
-            found += [_Slice(first, last, attrs["depth"], attrs["seq"], node)
-                      for first, last in zip(passes[::2], passes[1::2]) if first <= last]
+        # a slice per backward pass through it, the time between them left out
+        pieces = backward_passes(attrs) if direction == "backward" else [times]
+        found += [_Slice(first, last, attrs["depth"], attrs["seq"], node)
+                  for first, last in pieces if first <= last]
     return sorted(found, key=lambda s: (s.start, -s.end, s.depth, s.seq))
 
 
