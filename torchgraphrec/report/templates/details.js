@@ -144,10 +144,8 @@ function tgrCostRows(R, a, row) {
     row("forward", tgrFormat("forward_ms", (a.t_end_ns - a.t_start_ns) / 1e6));
   }
   if (a.backward_ms === undefined && a.t_backward_end_ns !== undefined) {  // each pass's own time
-    const spans = a.t_backward_spans_ns || [a.t_backward_start_ns, a.t_backward_end_ns];
-    let ns = 0;
-    for (let k = 0; k + 1 < spans.length; k += 2) ns += Math.max(0, spans[k + 1] - spans[k]);
-    row("backward", tgrFormat("backward_ms", ns / 1e6));
+    const passes = tgrPasses(a, "backward", "t_backward_start_ns", "t_backward_end_ns");
+    row("backward", tgrFormat("backward_ms", passes.reduce((ns, [from, to]) => ns + Math.max(0, to - from), 0) / 1e6));
   }
   for (const key of Object.keys(a).filter((k) => k.includes(".") && typeof a[k] === "number")) row(key, a[key].toPrecision(4));
 }
