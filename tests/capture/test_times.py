@@ -34,7 +34,7 @@ def _resnet50() -> Case:
 BIG = {"resnet50": _resnet50, "gpt2_small": _gpt2_small, "mlp200": lambda: deep_mlp(200, 64)}
 
 
-_ROUNDS = 3  # of seven interleaved pairs at most, each adding to the least of each side
+_ROUNDS = 6  # of seven interleaved pairs at most, each adding to the least of each side
 
 
 @functools.lru_cache(maxsize=1)  # GPT-2 small takes seconds to build: once for both tests
@@ -72,7 +72,10 @@ def test_root_forward_ms_is_the_plain_forward(name: str, flops: bool) -> None:
             plain.append(plain_forward_ms(run, 3))
             # from the state each plain run starts in, right after a collection: a recording
             # that followed a plain run instead would find caches the collection leaves cold
-            # (more of them the larger the heap, as late in a full run) warm
+            # (more of them the larger the heap, as late in a full run) warm. With the heap
+            # frozen (gc.freeze: collections that touch nothing), MLP-200's plain forwards
+            # run warm and read 1.2-1.3x less than its recording, whose own work between
+            # microsecond ops leaves them cold whatever the heap (docs/costs.rst)
             gc.collect()
             graph = tgr.record(model, args, kwargs, flops=flops).graph
             recorded.append(_root(graph)["forward_ms"])
@@ -81,7 +84,7 @@ def test_root_forward_ms_is_the_plain_forward(name: str, flops: bool) -> None:
         ratio = min(recorded) / min(plain)
         if 0.85 <= ratio <= 1.15:
             break
-    assert 0.85 <= ratio <= 1.15, (recorded, plain)
+    assert 0.85 <= ratio <= 1.15, (ratio, calibrate.dispatch_costs(), recorded, plain)
 
 
 @pytest.mark.parametrize("name", sorted(BIG))
