@@ -490,7 +490,8 @@ def test_a_tensor_whose_data_is_set_is_read_from_what_made_its_new_value(mode: s
 
 
 class _PerSample(nn.Module):
-    """A transform inside the forward: ``vmap`` over the batch, or ``grad`` of the input."""
+    """A transform inside the forward: ``vmap`` over the batch, ``grad`` of the input, or
+    ``jvp`` (forward-mode AD: the output and its derivative along the input)."""
 
     def __init__(self, transform: str) -> None:
         super().__init__()
@@ -499,11 +500,15 @@ class _PerSample(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.transform == "vmap":
             return torch.func.vmap(self.lin)(x)
+        if self.transform == "jvp":
+            value, derivative = torch.func.jvp(self.lin, (x,), (torch.ones_like(x),))
+            return value + derivative
         return torch.func.grad(lambda t: self.lin(t).tanh().sum())(x)
 
 
 @pytest.mark.parametrize("mode", ["grad", "no_grad"])
-@pytest.mark.parametrize("transform, last", [("vmap", "linear"), ("grad", "grad")])
+@pytest.mark.parametrize("transform, last", [("vmap", "linear"), ("grad", "grad"),
+                                             ("jvp", "add")])
 def test_a_transform_inside_the_forward_joins_its_input_and_output(
         transform: str, last: str, mode: str) -> None:
     # the transform hands its function wrappers of the values, and hands out what its

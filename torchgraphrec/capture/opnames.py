@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 __all__ = ["ALL_TENSORS", "MAX_ARGS_TEXT", "NO_KWARGS", "SET_DATA", "SHARED_COUNTS", "TENSOR",
-           "args_text",
+           "UNPACK_DUAL", "args_text",
            "given_kwargs", "mutates_by_name", "op_args_text", "op_name_of"]
 
 MAX_ARGS_TEXT = 60
@@ -46,6 +46,10 @@ _REFLECTED = frozenset({"radd", "rsub", "rmul", "rmatmul", "rfloordiv", "rmod", 
 
 #: The name of ``x.data = y``, which is no op: ``x`` takes ``y``'s value, whatever made it.
 SET_DATA = "set_data"
+
+#: Forward-mode AD's unpacking of a dual tensor: under ``torch.func.jvp``, the op whose
+#: results are the transform's wrappers of what the transform hands out as it returns.
+UNPACK_DUAL = "_unpack_dual"
 
 
 def op_name_of(func: Any) -> str:

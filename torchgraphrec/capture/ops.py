@@ -16,7 +16,7 @@ from torchgraphrec.capture.calibrate import DispatchCosts
 from torchgraphrec.capture.clock import GapKind
 from torchgraphrec.capture.collectives import collective_call
 from torchgraphrec.capture.opnames import ALL_TENSORS, NO_KWARGS, SET_DATA, SHARED_COUNTS, \
-    TENSOR, mutates_by_name, op_name_of
+    TENSOR, UNPACK_DUAL, mutates_by_name, op_name_of
 from torchgraphrec.capture.schemas import view_source, written_by_schema
 from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, \
@@ -245,6 +245,8 @@ class OpRecorder:
             elif isinstance(out, _SEQUENCES):
                 results = [item for item in out if isinstance(item, _Tensor)]
                 first = results[0] if results else None
+                if name == UNPACK_DUAL:  # in torch.func.jvp, whose wrappers no argument
+                    state.wrapped = True  # showed: what it hands out is this op's
             else:
                 first, results = None, ()
             if first is None:
