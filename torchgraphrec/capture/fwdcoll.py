@@ -11,7 +11,8 @@ from torchgraphrec._torch import dispatch_mode_at, dispatch_mode_depth, dispatch
     function_modes, pop_dispatch_mode, pop_function_mode, push_dispatch_mode, \
     push_function_mode
 from torchgraphrec.capture.opnames import op_name_of
-from torchgraphrec.capture.ops import dispatch_half, leave_stack
+from torchgraphrec.capture.modestack import leave_stack
+from torchgraphrec.capture.ops import dispatch_half
 
 __all__ = ["Aside", "ForwardListening"]
 

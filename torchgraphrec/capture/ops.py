@@ -15,6 +15,7 @@ from torchgraphrec._torch import DisableTorchFunction, autograd_sequence_number,
 from torchgraphrec.capture.calibrate import DispatchCosts
 from torchgraphrec.capture.clock import GapKind
 from torchgraphrec.capture.collectives import collective_call
+from torchgraphrec.capture.modestack import leave_stack
 from torchgraphrec.capture.opnames import ALL_TENSORS, NO_KWARGS, SET_DATA, SHARED_COUNTS, \
     TENSOR, UNPACK_DUAL, mutates_by_name, op_name_of
 from torchgraphrec.capture.schemas import view_source, written_by_schema
@@ -22,7 +23,7 @@ from torchgraphrec.capture.state import CaptureState, Uninitialized, read_shape
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, \
     inference_written, version_of
 
-__all__ = ["OpMode", "OpRecorder", "dispatch_half", "leave_stack"]
+__all__ = ["OpMode", "OpRecorder", "dispatch_half"]
 
 _Tensor = torch.Tensor
 _SEQUENCES = (list, tuple)
@@ -355,7 +356,6 @@ class OpRecorder:
         return self.state.unknown(tensor, version, call, t, "constant")
 
 
-
 class OpMode(OpRecorder, TorchFunctionMode):
     """Records every torch-level call the forward makes as an op.
 
@@ -388,19 +388,3 @@ class OpMode(OpRecorder, TorchFunctionMode):
             return
         leave_stack(self, function_modes, pop_function_mode, push_function_mode)
         self.pushed = False  # only once off: where that fails, recording's end tries again
-
-
-def leave_stack(mode: Any, modes: Callable[[], list], pop: Callable[[], Any],
-                push: Callable[[Any], None]) -> None:
-    """Take ``mode`` off its stack (``modes`` lists it, ``pop``/``push`` change it); the modes
-    above it are taken off meanwhile and put back, so that they stay in place."""
-    if not any(found is mode for found in modes()):
-        return
-    above = []
-    while True:
-        found = pop()
-        if found is mode:
-            break
-        above.append(found)
-    for other in reversed(above):
-        push(other)
