@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from types import FrameType
 from typing import Any, Callable, Optional
 
 import torch
@@ -171,12 +172,7 @@ class CallTracker:
                     and self._root.left_behind() and self._close_left_behind():
                 return
             if not stack:
-                self._root.start(_frame().f_back)
-                self.forward_start = len(calls)
-                self.in_forward = True
-                self._notes = set()
-                self.on_begin()
-                inputs = self._model_inputs(module, args, kwargs, t)
+                inputs = self._begin_forward(_frame().f_back, module, args, kwargs, t)
                 parent = -1
             else:
                 parent = stack[-1]
@@ -199,6 +195,17 @@ class CallTracker:
         finally:
             quiet.__exit__(None, None, None)
             clock.spent += _now() - entered + self._half + given_up
+
+    def _begin_forward(self, caller: FrameType, module: torch.nn.Module, args: tuple, kwargs: dict,
+                       t: int) -> list:
+        """A forward starts with the call of ``module`` (from ``caller``'s frame) at ``t``:
+        its watch, its state, its inputs' nodes."""
+        self._root.start(caller)
+        self.forward_start = len(self.events.calls)
+        self.in_forward = True
+        self._notes = set()
+        self.on_begin()
+        return self._model_inputs(module, args, kwargs, t)
 
     def _ended_unseen(self) -> None:
         """The top-level call's frames went while its forward was open: a ``BaseException``
