@@ -108,6 +108,10 @@ class Recorder:
                 raise ValueError(f"{name}=True needs ops='torch' (costs are counted under the "
                                  f"ops they belong to), got ops={ops!r}")
         self.probes = check_probes(probes)
+        if every > 1 and any(probe.edit is not None for probe in self.probes):
+            raise ValueError(f"an edit changes the model at every call, and with every={every} "
+                             "its hooks are off in the steps that record nothing: give the "
+                             "editing probe a Recorder of its own, without every")
         self.store = Store(check_memory_limit(memory_limit))
         self.save_dir = check_save_dir(save_dir)
         self.reduce_ranks = check_flag("reduce_ranks", reduce_ranks)

@@ -207,3 +207,36 @@ def test_step_after_the_block_is_refused_and_records_no_parameter_update() -> No
         rec.step()
     assert len(recorded) == 2 and rec.frame().equals(recorded)
     assert hook_state(model) == before
+
+
+def _doubled(output: torch.Tensor) -> torch.Tensor:
+    return output * 2.0 + 1.0
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_an_edit_inside_a_checkpoint_holds_in_its_recomputation(reentrant: bool) -> None:
+    # the edit was skipped as the backward recomputed the call: outputs right, gradients
+    # of activations the forward never had
+    torch.manual_seed(0)
+    model, x = _Checkpointed(reentrant), torch.randn(3, 4, requires_grad=True)
+    reference = copy.deepcopy(model)
+    reference.block.a.register_forward_hook(lambda module, args, output: _doubled(output))
+    reference(x).sum().backward()
+    probe = tgr.probe("output", where=S.name("block.a"), keep="l2", edit=_doubled)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the reentrant checkpoint's own warnings
+        with tgr.Recorder(model, probes=[probe]):
+            model(x).sum().backward()
+    for (name, param), expected in zip(model.named_parameters(), reference.parameters()):
+        assert torch.equal(param.grad, expected.grad), name
+
+
+def test_an_edit_chosen_by_when_inside_a_checkpoint_is_refused_after_the_block() -> None:
+    torch.manual_seed(0)
+    model, x = _Checkpointed(reentrant=False), torch.randn(3, 4)
+    probe = tgr.probe("output", where=S.name("block.a"), keep="l2", edit=_doubled,
+                      when=lambda context: context.call_index == 0)
+    with pytest.raises(tgr.CaptureError, match="checkpoint recomputed a call of 'block.a'"):
+        with tgr.Recorder(model, probes=[probe]):
+            model(x).sum().backward()
+    assert hook_state(model) == hook_state(_Checkpointed(reentrant=False))

@@ -97,3 +97,13 @@ def test_saved_index_is_strict_json_and_non_finite_values_load_back(tmp_path) ->
     folder = rec.save(tmp_path / "run")
     _strict_json((folder / "index.json").read_text(encoding="utf-8"))
     pandas.testing.assert_frame_equal(tgr.load(folder).frame(), frame)
+
+
+def test_a_gradient_site_whose_calls_all_went_without_one_loads_back_as_nones(tmp_path) -> None:
+    model = torch.nn.Linear(2, 2)
+    with tgr.Recorder(model, probes=[tgr.probe("grad_output", keep="l2")]) as rec:
+        with torch.no_grad():
+            model(torch.randn(1, 2))
+        model(torch.randn(1, 2)).detach()  # a call whose output reached no loss
+    assert rec["", "grad_output"] == [None, None]
+    assert tgr.load(rec.save(tmp_path / "run"))["", "grad_output"] == [None, None]

@@ -778,3 +778,68 @@ def test_statistics_of_values_without_data_read_as_nan(where: str, tmp_path) -> 
     assert rec.frame(by="step")["mean"].isna().all()
     loaded = tgr.load(rec.save(tmp_path / "records"))
     assert loaded.frame()["value"].isna().all()
+
+
+def test_an_edit_with_every_is_refused() -> None:
+    probe = tgr.probe("output", keep="l2", edit=lambda output: output * 0)
+    with pytest.raises(ValueError, match="with every=2 its hooks are off in the steps"):
+        tgr.Recorder(_mlp(False), probes=[probe], every=2)
+
+
+@pytest.mark.parametrize("probes", [[], [tgr.probe("output", keep="l2"),
+                                         tgr.probe("param_grad", keep="l2")]])
+def test_a_model_copied_or_saved_inside_the_block_takes_no_recorder_along(
+        probes: list, tmp_path) -> None:
+    # a target network, an EMA copy, a whole-model checkpoint: the copies dragged the
+    # recorder's per-module hooks along, which cannot be copied (TypeError)
+    model, x = _mlp(False), torch.randn(2, 4)
+    with tgr.Recorder(model, probes=probes) as rec:
+        model(x).sum().backward()
+        twin = copy.deepcopy(model)
+        torch.save(model, tmp_path / "model.pt")
+        twin(x).sum().backward()
+    assert [call for call in rec.graph if call.startswith("layer:#")] == ["layer:#0"]
+    loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+    for copied in (twin, loaded):
+        assert torch.equal(copied(x), model(x))
+        assert copied(x).grad_fn is not None  # an ordinary module: no recorder runs
+    assert hook_state(model) == hook_state(_mlp(False))
+
+
+def test_a_sparse_gradient_has_its_statistics_with_its_zeros_counted() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(10, 3, sparse=True), nn.Linear(3, 2))
+    with tgr.Recorder(model, probes=[tgr.probe("param_grad", where=S.name("^0$"),
+                                               keep=["rms", "nonzero", "full"])]) as rec:
+        model(torch.tensor([[1, 4, 4]])).sum().backward()
+    grad = model[0].weight.grad
+    assert grad.is_sparse
+    kept = rec["0", "param_grad"][0]["weight"]
+    dense = grad.to_dense()
+    assert torch.isclose(kept["rms"], dense.pow(2).mean().sqrt())
+    assert float(kept["nonzero"]) == float((dense != 0).float().mean()) == pytest.approx(0.2)
+    assert kept["full"].is_sparse and torch.equal(kept["full"].to_dense(), dense)
+
+
+def test_a_gradient_an_optimizer_in_the_backward_freed_warns_and_records_the_rest() -> None:
+    # torch's optimizer-in-backward recipe sets p.grad = None in a hook before the probe's:
+    # the whole recording failed
+    model = _mlp(False)
+    optimizers = {param: torch.optim.SGD([param], lr=0.1) for param in model.parameters()}
+
+    def step(param: torch.Tensor) -> None:
+        optimizers[param].step()
+        optimizers[param].zero_grad(set_to_none=True)
+
+    for param in model.parameters():
+        param.register_post_accumulate_grad_hook(step)
+    before = [param.detach().clone() for param in model.parameters()]
+    probes = [tgr.probe("param_grad", keep="l2"), tgr.probe("param_update", keep="l2")]
+    with pytest.warns(UserWarning, match=r"param_grad of 2\.bias: a hook that ran before"):
+        with tgr.Recorder(model, probes=probes) as rec:
+            model(torch.randn(2, 4)).sum().backward()
+            rec.step()
+    frame = rec.frame()
+    assert set(frame.site) == {"param_update"}
+    update = frame[(frame.module == "0") & (frame.path == "weight")].value.item()
+    assert math.isclose(update, float((model[0].weight - before[0]).norm()), rel_tol=1e-6)

@@ -18,6 +18,7 @@ from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, DisableTorchF
 from torchgraphrec.capture.callfaults import raised_note, unnested_error
 from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.fastpath import SCRIPTED_TYPES
+from torchgraphrec.capture.ownhooks import OwnHook
 from torchgraphrec.capture.rootcall import RootCall
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
@@ -120,11 +121,11 @@ class CallTracker:
                     self._index_of.pop(id(module), None)
                 continue
             if not call_kwargs_readable():
-                self._handles.append(module.register_forward_pre_hook(self._pre_hook,
+                self._handles.append(module.register_forward_pre_hook(OwnHook(self._pre_hook),
                                                                       with_kwargs=True))
             if not GLOBAL_FORWARD_HOOKS_TAKE_KWARGS:
                 self._handles.append(module.register_forward_hook(
-                    self._module_post_hook, with_kwargs=True, always_call=True))
+                    OwnHook(self._module_post_hook), with_kwargs=True, always_call=True))
 
     def detach(self) -> None:
         """Stop listening; safe to call twice."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from typing import Any, Callable, Optional, Sequence
@@ -13,6 +12,7 @@ from torch.nn.parameter import is_lazy
 
 from torchgraphrec._torch import current_frame, graph_task_id
 from torchgraphrec.capture.clock import Clock
+from torchgraphrec.capture.ownhooks import OwnHook
 from torchgraphrec.capture.structures import tensors_with_paths
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.errors import warn
@@ -78,7 +78,7 @@ class ProbeEngine:
         remembers = any(isinstance(k, Cosine) for p in probes for k in p.keepers)
         self._positions = Positions() if remembers else None  # only cosine reads them
         self._gradless: set[int] = set()  # modules whose last forward had no gradient to hook
-        self._warned_reentrant = False
+        self._warned_reentrant = self._warned_freed = False
         self._handles: list[Any] = []
         self._tensor_handles: list[Any] = []  # this step's gradient hooks
         self._previous: dict[tuple[str, str], torch.Tensor] = {}
@@ -101,16 +101,15 @@ class ProbeEngine:
         if self._positions is not None:  # before the model's own probe hooks run
             self._positions.depth = 0
             model = self.table.model
-            self._handles.append(model.register_forward_pre_hook(self._forward_begins))
-            self._handles.append(model.register_forward_hook(self._forward_ends,
+            self._handles.append(model.register_forward_pre_hook(OwnHook(self._forward_begins)))
+            self._handles.append(model.register_forward_hook(OwnHook(self._forward_ends),
                                                              always_call=True))
         for module_index in self.by_module:
             module = self.table.modules[module_index]
             self._handles.append(module.register_forward_pre_hook(
-                functools.partial(self._pre_hook, module_index), with_kwargs=True))
+                OwnHook(self._pre_hook, module_index), with_kwargs=True))
             self._handles.append(module.register_forward_hook(
-                functools.partial(self._post_hook, module_index), with_kwargs=True,
-                always_call=True))
+                OwnHook(self._post_hook, module_index), with_kwargs=True, always_call=True))
         with self._quiet:  # a parameter's hooks and snapshot are torch calls too
             self._attach_param_hooks()
 
@@ -141,8 +140,10 @@ class ProbeEngine:
         if not self._active():
             if self._gradless:
                 self._check_recomputed(module_index, rest)
+            if len(rest) > 1 and _graph_task_id() >= 0:  # a checkpoint recomputing the call:
+                return self._edit_again(module_index, rest[1])  # as the forward had it
             return None
-        # this frame is the one Module._call_impl called (functools.partial adds none)
+        # this frame is the one Module._call_impl called (OwnHook, a partial, adds none)
         raised = forward_raised(rest, current_frame())
         calls = self._open
         if not raised and calls and calls[-1][0] == module_index:  # its own entry: as ever
@@ -243,6 +244,24 @@ class ProbeEngine:
                 edited = probe.edit(output if edited is None else edited)
         return edited
 
+    def _edit_again(self, module_index: int, output: Any) -> Any:
+        """Apply the output probes' edits to a call a checkpoint recomputes in the backward,
+        as they were applied in the forward (the gradients are of the edited outputs).
+        Which call it recomputes is not known: an edit chosen by ``when`` is a failure."""
+        editing = [probe for probe in self._by_site.get((module_index, "output"), ())
+                   if probe.edit is not None]
+        if any(probe.when is not None for probe in editing):
+            self.failure = self.failure or ValueError(
+                f"a checkpoint recomputed a call of {self.table.qualnames[module_index]!r} in "
+                "the backward, whose edit is chosen by when: which call it was is not known "
+                "there, so the gradients may be of outputs the forward did not have. Give "
+                "that edit no when, or keep the module out of checkpointed code")
+            return None
+        edited = None
+        for probe in editing:
+            edited = probe.edit(output if edited is None else edited)
+        return edited
+
     def _at(self, module_index: int, call_index: int) -> Optional[int]:
         """The call's position within its forward, where a ``cosine`` needs it."""
         positions = self._positions
@@ -331,15 +350,30 @@ class ProbeEngine:
             seen = self._seen(module_index, call_index, "param_grad", name)
             if self._averaged is not None:
                 self._averaged.add(probe, seen, param, at)
-            else:
+            elif param.grad is not None:
                 self.store.add(probe, seen, param.grad, at)
+            else:
+                self._freed(seen)
+
+    def _freed(self, seen: Observation) -> None:
+        """Warn, once, that a gradient was gone by the time the probe's hook read it."""
+        if not self._warned_freed:
+            self._warned_freed = True
+            name = f"{seen.module}.{seen.path}" if seen.module else seen.path
+            warn(f"param_grad of {name}: a hook that ran before the "
+                 "probe's set the gradient to None (an optimizer stepping in the backward?); "
+                 "no param_grad is recorded where that happens. Register the probe's "
+                 "Recorder before that hook to see the gradients")
 
     def _read_pending(self, pending: list[tuple[Any, ...]]) -> None:
         """Read each ``(probe, seen, param, at)``'s ``param.grad`` (DDP's, averaged)."""
         try:
             with self._quiet:
                 for probe, seen, param, at in pending:
-                    self.store.add(probe, seen, param.grad, at)
+                    if param.grad is not None:
+                        self.store.add(probe, seen, param.grad, at)
+                    else:
+                        self._freed(seen)
         except Exception as exc:
             self.failure = self.failure or exc
 

@@ -60,8 +60,12 @@ def save(store: Store, graph: nx.DiGraph, folder: Union[str, Path]) -> Path:
             for (module, site), slots in store.reducers.items()}
     rows = [[*seen, stat, _number(value)]
             for (seen, stat, _), value in zip(store.rows, store.floats())]
+    # a gradient site whose calls all went without one keeps its place, a None per call
+    gradless = {f"{module}{_SEP}{site}": len(calls)
+                for (module, site), calls in store.positions.items()
+                if calls and not store.reducers.get((module, site))}
     index = {"format": _FORMAT, "version": 1, "columns": FRAME_COLUMNS, "rows": rows,
-             "graph": json.loads(to_json(graph))}
+             "gradless": gradless, "graph": json.loads(to_json(graph))}
     buffer = __import__("io").BytesIO()
     torch.save(kept, buffer)
     write_atomic(target / "kept.pt", buffer.getvalue())
@@ -98,6 +102,9 @@ def load(folder: Union[str, Path]) -> Records:
         module, site = key.split(_SEP)
         store.reducers[(module, site)] = {_slot_key(name): _Kept(value)
                                           for name, value in slots.items()}
+    for key, calls in index.get("gradless", {}).items():
+        module, site = key.split(_SEP)
+        store.positions[(module, site)] = {((0, 0, call), 0): call for call in range(calls)}
     return Records(from_json(json.dumps(index["graph"])), store)
 
 

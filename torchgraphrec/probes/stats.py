@@ -28,7 +28,7 @@ import torch
 
 __all__ = ["STATS", "Stat", "Keeper", "Cosine", "Custom", "keepers", "undefined", "full",
            "full_on", "mean", "std", "min", "max", "absmax", "l2", "rms", "nonzero", "dead",
-           "hist", "holds_data"]
+           "hist", "holds_data", "strided"]
 
 Stat = Callable[[torch.Tensor], Any]
 
@@ -179,6 +179,21 @@ def hist(tensor: torch.Tensor, bins: int = 16) -> torch.Tensor:
     return torch.histc(values[values.isfinite()], bins=bins)
 
 
+_SPARSE = frozenset({torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr,
+                     torch.sparse_bsc})
+
+
+def strided(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` as the named statistics read it: a sparse one (``Embedding(sparse=True)``'s
+    gradient) made dense, its zeros counted as every dense tensor's are.
+
+    >>> grad = torch.sparse_coo_tensor([[1]], [4.0], (4,))
+    >>> float(rms(strided(grad))), float(nonzero(strided(grad)))
+    (2.0, 0.25)
+    """
+    return tensor.to_dense() if tensor.layout in _SPARSE else tensor
+
+
 def holds_data(value: torch.Tensor) -> bool:
     """Whether ``value`` has data to read: a meta tensor has none, nor has a ``FakeTensor``
     (a meta tensor underneath, whatever device it reports).
@@ -227,6 +242,8 @@ class Keeper:
 
     def __init__(self, name: str, function: Stat, least: int = 0) -> None:
         self.name, self.function, self.least = name, function, least
+        #: whether it is given a sparse tensor as it is (``full`` keeps it so), not dense
+        self.takes_any_layout = name == "full"
 
     def __call__(self, key: Hashable, tensor: torch.Tensor,
                  memory: dict[Hashable, torch.Tensor]) -> torch.Tensor:
@@ -257,6 +274,10 @@ class Custom(Keeper):
     >>> kept.untyped_storage().nbytes()
     4
     """
+
+    def __init__(self, name: str, function: Stat) -> None:
+        super().__init__(name, function)
+        self.takes_any_layout = True  # the user's callable sees the tensor as it came
 
     def apply(self, key: Hashable, tensor: torch.Tensor,
               memory: dict[Hashable, torch.Tensor]) -> Optional[torch.Tensor]:

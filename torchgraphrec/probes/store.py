@@ -11,7 +11,7 @@ from torchgraphrec.errors import warn
 from torchgraphrec.probes.probe import Probe
 from torchgraphrec.probes.reduce import OTHER_SHAPE, Entries, Reducer, Reduction, make_reducer, \
     nbytes_of
-from torchgraphrec.probes.stats import Keeper, holds_data, undefined
+from torchgraphrec.probes.stats import Keeper, holds_data, strided, undefined
 from torchgraphrec.probes.shards import local_shard
 
 __all__ = ["Observation", "SlotKey", "Store", "table_of", "FRAME_COLUMNS"]
@@ -83,9 +83,10 @@ class Store:
         number = self._number_of(probe)
         slots = self.reducers.setdefault((seen.module, seen.site), {})
         at = seen.call_index if position is None else position
+        dense = strided(tensor)  # a sparse gradient's statistics count its zeros too
         for keeper in probe.keepers:
             key = (number, seen.module, at, seen.site, seen.path, keeper.name)
-            value = self._apply(keeper, key, tensor)
+            value = self._apply(keeper, key, tensor if keeper.takes_any_layout else dense)
             slot_key = (seen.path, keeper.name, number)
             if probe.reduce == "all":
                 value = undefined() if value is None else value.detach()

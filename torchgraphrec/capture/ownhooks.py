@@ -1,0 +1,45 @@
+"""The hooks the recorder adds to a module's own hook tables, which a copy of the module never takes along."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+__all__ = ["OwnHook", "inert_hook"]
+
+
+def inert_hook(*args: Any, **kwargs: Any) -> None:
+    """What a copy of a module holds in place of the recorder's hooks: nothing happens."""
+    return None
+
+
+class OwnHook(functools.partial):
+    """A hook the recorder registers on one module (``functools.partial``'s call, which adds
+    no frame between ``Module._call_impl`` and the hook). ``copy.deepcopy``, ``pickle`` and
+    ``torch.save`` of the module, which copy its hook tables, copy it as
+    :func:`inert_hook`: a copy (a target network, an EMA model, a checkpoint) neither drags
+    the recorder along, which cannot be copied, nor reports its calls as the original's.
+
+    >>> import copy, pickle, torch
+    >>> seen = []
+    >>> module = torch.nn.Identity()
+    >>> handle = module.register_forward_hook(OwnHook(lambda m, args, out: seen.append(m)))
+    >>> twin = copy.deepcopy(module)
+    >>> _ = module(torch.ones(1)), twin(torch.ones(1))
+    >>> seen == [module], list(twin._forward_hooks.values()) == [inert_hook]
+    (True, True)
+    >>> list(pickle.loads(pickle.dumps(module))._forward_hooks.values()) == [inert_hook]
+    True
+    """
+
+    __slots__ = ()
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        return inert_hook
+
+    def __reduce__(self) -> tuple:
+        return _inert, ()  # unpickled by calling it: torchgraphrec is needed to load
+
+
+def _inert() -> Any:
+    return inert_hook
