@@ -688,3 +688,17 @@ def test_functorch_unwrapped_gives_what_vmap_and_grad_wrap() -> None:
     torch.func.grad(look)(x)
     assert [[inner is x for inner in found] for found in seen] == [[True], [True]]
     assert _torch.functorch_unwrapped(x) == []
+
+
+def test_functorch_disabled_leaves_ops_on_a_held_value_unwrapped() -> None:
+    wrapped = []
+
+    def look(value: torch.Tensor) -> torch.Tensor:
+        inner = _torch.functorch_unwrapped(value)[-1]
+        with _torch.functorch_disabled():
+            wrapped.append(_torch.functorch_unwrapped(inner.clone()))
+        wrapped.append(_torch.functorch_unwrapped(inner.clone()))
+        return value.sum()
+
+    torch.func.grad(look)(torch.ones(3))
+    assert wrapped[0] == [] and len(wrapped[1]) == 1

@@ -843,3 +843,29 @@ def test_a_gradient_an_optimizer_in_the_backward_freed_warns_and_records_the_res
     assert set(frame.site) == {"param_update"}
     update = frame[(frame.module == "0") & (frame.path == "weight")].value.item()
     assert math.isclose(update, float((model[0].weight - before[0]).norm()), rel_tol=1e-6)
+
+
+def test_probes_inside_vmap_of_grad_read_the_batch_the_transform_holds() -> None:
+    # per-sample gradients (torch.func's recipe): the statistics of the transform's wrappers
+    # failed the recording, and whole copies kept wrappers that broke frame()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    params = {name: param.detach() for name, param in model.named_parameters()}
+    x, y = torch.randn(5, 3), torch.randn(5, 1)
+
+    def loss(weights: dict, sample: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return (torch.func.functional_call(model, weights, (sample[None],))
+                - target[None]).pow(2).sum()
+
+    probes = [tgr.probe(site, where=S.name("^0$"), keep=["full", "l2"])
+              for site in ("output", "grad_output")]
+    with tgr.Recorder(model, probes=probes) as rec:
+        torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))(params, x, y)
+    output = model[0](x)  # the independent truth: one batched forward and backward
+    output.retain_grad()
+    (model[2](model[1](output)) - y).pow(2).sum().backward()
+    [kept_output], [kept_grad] = rec["0", "output"], rec["0", "grad_output"]
+    assert torch.allclose(kept_output["full"].squeeze(1), output)
+    assert torch.allclose(kept_grad["full"].squeeze(1), output.grad)
+    assert torch.isclose(kept_grad["l2"], output.grad.norm())
+    assert set(rec.frame().site) == {"output", "grad_output"}

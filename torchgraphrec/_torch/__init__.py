@@ -30,7 +30,7 @@ __all__ = [
     "global_pre_hook_takes_kwargs_by_id", "take_call_kwargs",
     "disable_dispatch_modes", "dispatch_mode_at", "dispatch_mode_depth", "dispatch_modes",
     "exclude_python_dispatch", "function_mode_depth", "function_modes",
-    "functorch_transforms_active", "functorch_unwrapped", "graph_task_id",
+    "functorch_disabled", "functorch_transforms_active", "functorch_unwrapped", "graph_task_id",
     "has_composite_implicit_kernel", "modules_raised_through", "nested_sizes",
     "node_scoped_dispatch_modes", "pop_dispatch_mode", "pop_function_mode",
     "pop_saved_tensor_hooks", "push_dispatch_mode", "push_function_mode",
@@ -150,6 +150,9 @@ dispatch_modes: Callable[[], list] = _get_current_dispatch_mode_stack
 disable_dispatch_modes: Callable[[], Any] = _disable_current_modes
 functorch_transforms_active: Callable[[], bool] = getattr(
     _C, "_are_functorch_transforms_active", lambda: False)
+#: A context under which torch.func transforms see no op (a probe's statistics of the value
+#: a transform's wrapper holds, which would otherwise come out wrapped again).
+functorch_disabled: Callable[[], Any] = getattr(_C, "_DisableFuncTorch", contextlib.nullcontext)
 _FUNCTORCH = getattr(_C, "_functorch", None)
 _is_functorch_wrapper: Callable[[Any], bool] = getattr(
     _FUNCTORCH, "is_functorch_wrapped_tensor", lambda tensor: False)

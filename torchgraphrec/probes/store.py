@@ -7,6 +7,7 @@ from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import torch
 
+from torchgraphrec._torch import functorch_disabled, functorch_unwrapped
 from torchgraphrec.errors import warn
 from torchgraphrec.probes.probe import Probe
 from torchgraphrec.probes.reduce import OTHER_SHAPE, Entries, Reducer, Reduction, make_reducer, \
@@ -79,7 +80,15 @@ class Store:
         """Apply each of ``probe``'s statistics to ``tensor`` (this rank's shard of a
         ``DTensor``) and keep the results. ``position`` is the call's within its forward
         (what ``cosine`` compares across forwards; its call index where not given)."""
-        tensor = local_shard(tensor)
+        inner = functorch_unwrapped(tensor)
+        if inner:  # inside a torch.func transform: the value its wrapper holds (vmap's batch)
+            with functorch_disabled():
+                self._add(probe, seen, local_shard(inner[-1]), position)
+        else:
+            self._add(probe, seen, local_shard(tensor), position)
+
+    def _add(self, probe: Probe, seen: Observation, tensor: torch.Tensor,
+             position: Optional[int]) -> None:
         number = self._number_of(probe)
         slots = self.reducers.setdefault((seen.module, seen.site), {})
         at = seen.call_index if position is None else position
