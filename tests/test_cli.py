@@ -386,8 +386,6 @@ def test_diff_exits_1_when_they_differ_and_writes_the_union(diff_file: Path, tmp
     (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "-o", "x.svg", "--theme",
       "dark"], None),
     (["diff", "FILE:narrow", "FILE:wide"], "returned a model without inputs"),
-    (["diff", "FILE:narrow", "FILE:wide", "--input-shape", "2,4", "--max-lines", "0"],
-     "max_lines must be a whole number >= 1, got 0"),
 ])
 def test_diff_exits_2_on_errors(argv, match, diff_file, tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
@@ -403,6 +401,20 @@ def test_diff_exits_2_on_errors(argv, match, diff_file, tmp_path, capsys, monkey
     assert err.startswith("torchgraphrec: error: ") and "\n" not in err
     assert re.search(match, err)
     assert not list(tmp_path.glob("x.*"))
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_diff_refuses_a_bad_max_lines_before_recording_or_writing(
+        value: str, diff_file, tmp_path, capsys, monkeypatch) -> None:
+    # it recorded both sides and wrote the union, then failed
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        main(["diff", f"{diff_file}:narrow", f"{diff_file}:wide", "--input-shape", "2,4",
+              "-o", "union.json", "--max-lines", value])
+    assert exited.value.code == 2
+    assert f"argument --max-lines: must be a whole number >= 1, got '{value}'" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "union.json").exists()
 
 
 def test_diff_usage_errors_exit_with_status_2(capsys) -> None:
@@ -486,13 +498,54 @@ def test_render_color_by_saved_bytes_records_them(factory_file: Path, tmp_path: 
     assert "activations saved for backward" in text and f'fill="{SCALE[-1]}"' in text
 
 
-def test_render_show_costs_of_a_saved_recording_without_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("color_by, lacking", [("flops", "FLOPs"), ("backward_flops", "FLOPs")])
+def test_render_colored_by_costs_a_saved_recording_lacks_is_refused(
+        color_by: str, lacking: str, tmp_path: Path, capsys) -> None:
+    # it drew nothing coloured with exit 0, where summary --flops on that file is an error
     assert main(["demo", "-o", str(tmp_path)]) == 0
     out = tmp_path / "plain.dot"
-    with pytest.warns(UserWarning, match="the recording has no 'flops' value"):
-        assert main(["render", str(tmp_path / "demo.json"), "-o", str(out), "--color-by",
-                     "flops"]) == 0
-    assert "legend" not in out.read_text(encoding="utf-8")  # nothing to colour by
+    assert main(["render", str(tmp_path / "demo.json"), "-o", str(out), "--color-by",
+                 color_by]) == 1
+    assert f"demo.json was recorded without {lacking}" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_render_colored_by_backward_flops_records_the_backward(factory_file: Path,
+                                                                tmp_path: Path) -> None:
+    # the factory was recorded counting FLOPs but without a backward: nothing was coloured
+    out = tmp_path / "backward.json"
+    assert main(["render", f"{factory_file}:model", "--input-shape", "1,3,8,8", "-o",
+                 str(out), "--color-by", "backward_flops"]) == 0
+    graph = from_json(out.read_text(encoding="utf-8"))
+    assert any(attrs.get("backward_flops") for _, attrs in graph.nodes(data=True))
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--dtype", "int64"], r"saved recording, drawn as it was recorded: --input-shape and "
+                           r"--dtype are for a model factory"),
+    (["--dtype", "not_a_dtype"], r"saved recording, drawn as it was recorded"),
+])
+def test_dtype_on_a_saved_recording_is_refused(argv: list, match: str, tmp_path: Path,
+                                               capsys) -> None:
+    assert main(["demo", "-o", str(tmp_path)]) == 0
+    assert main(["render", str(tmp_path / "demo.json"), "-o", str(tmp_path / "x.svg"),
+                 *argv]) == 1
+    assert re.search(match, capsys.readouterr().err)
+    assert not (tmp_path / "x.svg").exists()
+
+
+def test_dtype_without_input_shape_is_refused(factory_file: Path, tmp_path: Path,
+                                              capsys) -> None:
+    # the factory gives its own inputs: --dtype was never read, not even checked
+    (factory_file.parent / "own.py").write_text(
+        "import torch\n"
+        "def made():\n    return torch.nn.Linear(2, 2), torch.randn(1, 2)\n",
+        encoding="utf-8")
+    assert main(["render", f"{factory_file.parent / 'own.py'}:made", "-o",
+                 str(tmp_path / "x.svg"), "--dtype", "not_a_dtype"]) == 1
+    assert "--dtype is the dtype of the inputs --input-shape makes" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "x.svg").exists()
 
 
 def test_a_shape_error_carries_the_note_naming_the_call(factory_file: Path, tmp_path: Path,

@@ -32,6 +32,13 @@ def _depth(text: str) -> Any:
     return int(text)
 
 
+def _at_least_one(text: str) -> int:
+    """``--max-lines``: a whole number >= 1, checked before anything is recorded."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def _add_render_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--depth", type=_depth, default="auto",
                         help="deepest level of module calls drawn: a number, auto (the deepest "
@@ -62,7 +69,8 @@ def _add_render_options(parser: argparse.ArgumentParser) -> None:
 def _add_input_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input-shape", action="append", default=[], metavar="SHAPE",
                         help="an input's shape, e.g. 1,3,32,32 (repeat for several inputs)")
-    parser.add_argument("--dtype", default="float32", help="the inputs' dtype (default float32)")
+    parser.add_argument("--dtype", default=None,
+                        help="the dtype of the inputs --input-shape makes (default float32)")
 
 
 def _add_diff(commands: Any) -> None:
@@ -79,7 +87,7 @@ def _add_diff(commands: Any) -> None:
                            ".gv .html), or write it (.json)")
     _add_input_options(diff)
     _add_render_options(diff)
-    diff.add_argument("--max-lines", type=int, default=12, metavar="N",
+    diff.add_argument("--max-lines", type=_at_least_one, default=12, metavar="N",
                       help="longest summary printed, in lines after the first (default 12)")
 
 

@@ -56,7 +56,7 @@ def is_recording(target: str) -> bool:
     return target.lower().endswith(".json")
 
 
-def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
+def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: Optional[str] = None,
                backward: bool = False, flops: bool = False, memory: bool = False) -> Any:
     """The graph of a saved recording (``.json``: torch is not imported) or of one run of
     the model a factory makes (counting its FLOPs with ``flops``, the bytes saved for the
@@ -64,10 +64,15 @@ def load_graph(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str =
     if is_recording(target):
         from torchgraphrec.graph import from_json
 
-        if shapes:
+        if shapes or dtype is not None:
             raise ValueError(f"{target} is a saved recording, drawn as it was recorded: "
                              "--input-shape and --dtype are for a model factory")
         return from_json(Path(target).read_text(encoding="utf-8"))
+    if dtype is not None and not shapes:
+        raise ValueError(f"--dtype is the dtype of the inputs --input-shape makes, and "
+                         f"{target!r} is given none: give --input-shape too, or leave "
+                         f"--dtype out to record the factory's own inputs")
+    dtype = dtype or "float32"
     from torchgraphrec.recorder import record
 
     model, args, kwargs = _model_and_inputs(target, shapes, dtype)
@@ -118,16 +123,18 @@ def needs_costs(options: dict[str, Any]) -> dict[str, bool]:
 
 
 def render_target(target: str, output: Path, options: dict[str, Any],
-                  shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
+                  shapes: Sequence[tuple[int, ...]] = (), dtype: Optional[str] = None,
                   backward: bool = False) -> Path:
     """Render a saved recording (``.json``: torch is not imported) or a model factory
     (recorded counting FLOPs where the drawing shows them)."""
     from torchgraphrec.report.write import write
 
     taken = options_for(output, options)  # before recording anything
-    graph = load_graph(target, shapes, dtype, backward, **needs_costs(options))
+    costs = needs_costs(options)
+    backward = backward or str(options.get("color_by")).startswith("backward_")
+    graph = load_graph(target, shapes, dtype, backward, **costs)
     if is_recording(target):  # a factory's model was recorded with what was asked
-        _check_counted(target, graph, {"backward": backward}, "render")
+        _check_counted(target, graph, {"backward": backward, **costs}, "render")
     return write(graph, output, **taken)
 
 
@@ -155,7 +162,7 @@ def options_for(output: Path, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def diff_targets(targets: Sequence[str], output: Optional[Path] = None,
-                 shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
+                 shapes: Sequence[tuple[int, ...]] = (), dtype: Optional[str] = None,
                  options: Optional[dict[str, Any]] = None) -> Any:
     """The :class:`~torchgraphrec.GraphDiff` of two targets (saved recordings or
     factories, each with the same inputs); with ``output``, also draw it there with the
@@ -204,7 +211,7 @@ def doctor_report() -> list[str]:
     return lines
 
 
-def summary_target(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: str = "float32",
+def summary_target(target: str, shapes: Sequence[tuple[int, ...]] = (), dtype: Optional[str] = None,
                    *, flops: bool = False, memory: bool = False, backward: bool = False,
                    depth: Optional[int] = None) -> str:
     """The summary table of a saved recording (``.json``: torch is not imported) or of
@@ -236,11 +243,14 @@ def _check_counted(target: str, graph: Any, asked: Mapping[str, bool],
     doing = {"summary": "summarise", "render": "draw"}[command]
     for option, (holds, what, how) in _COUNTED.items():
         if asked.get(option) and not holds(graph):
+            # render records what its drawing shows; its only option of this kind: --backward
+            flag = f" --{option}" if command == "summary" else \
+                f"{' --backward' if option == 'backward' else ''} and the same drawing options"
             raise ValueError(f"{target} was recorded without {what}: record it with "
                              f"torchgraphrec.record(model, inputs, {option}=True){how}, then "
                              f"save it as .json again, or {doing} the model itself: "
-                             f"torchgraphrec {command} pkg.module:factory --input-shape ... "
-                             f"--{option}")
+                             f"torchgraphrec {command} pkg.module:factory --input-shape ..."
+                             f"{flag}")
 
 
 def compare_rank_files(folder: Path) -> Any:

@@ -16,11 +16,12 @@ from torchgraphrec.export.plan import Plan
 MODELS = ["mlp", "resnet_like", "gpt2", "reused_module", "structured_outputs", "inplace"]
 
 
-@pytest.fixture(scope="module", params=MODELS)
+@pytest.fixture(scope="module", params=[*MODELS, "mlp-autograd"])
 def written(request, tmp_path_factory) -> tuple[nx.DiGraph, dict]:
     if request.param == "gpt2":
         pytest.importorskip("transformers")
-    graph = tgr.record(*fresh(request.param)).graph
+    name, _, ops = request.param.partition("-")  # autograd: nodes read without shapes
+    graph = tgr.record(*fresh(name), ops=ops or "torch").graph
     path = tgr.Recording(graph).render(tmp_path_factory.mktemp("me") / "model.me.json")
     return graph, json.loads(Path(path).read_text(encoding="utf-8"))
 
@@ -50,7 +51,7 @@ def test_every_edge_comes_out_of_a_node_of_the_graph(written) -> None:
         assert inputs == [str(i) for i in range(len(inputs))], node["id"]
         for edge in node["incomingEdges"]:
             source = nodes[edge["sourceNodeId"]]
-            outputs = {item["id"] for item in source["outputsMetadata"]} or {"0"}
+            outputs = {item["id"] for item in source["outputsMetadata"]}
             assert edge["sourceNodeOutputId"] in outputs, (source["id"], node["id"])
 
 
@@ -117,6 +118,27 @@ def test_a_call_holding_nothing_is_a_node_in_its_parents_layer() -> None:
     assert nodes["layer:1#0"]["label"] == "1: Identity" and nodes["layer:1#0"]["namespace"] == ""
     [edge] = nodes["layer:1#0"]["incomingEdges"]
     assert nodes[edge["sourceNodeId"]]["namespace"] == "0: Linear"
+
+
+def test_modules_of_one_type_called_apart_get_their_own_layers() -> None:
+    # a Recorder seeing model.tower_a and model.tower_b called directly: both were one
+    # layer, "Sequential", their ops and side panels merged
+    import torch
+
+    class Towers(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tower_a = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+            self.tower_b = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+
+    model = Towers()
+    with tgr.Recorder(model) as recorder:
+        model.tower_a(torch.randn(2, 4))
+        model.tower_b(torch.randn(2, 4))
+    nodes = me_nodes(json.loads(to_model_explorer(recorder.graph)))
+    spaces = {node["namespace"] for node_id, node in nodes.items() if node_id.startswith("op:")}
+    assert spaces == {"tower_a: Sequential/0: Linear", "tower_a: Sequential/1: ReLU",
+                      "tower_b: Sequential/0: Linear", "tower_b: Sequential/1: ReLU"}
 
 
 def test_repeated_calls_and_clashing_names_get_their_own_layers() -> None:

@@ -117,7 +117,21 @@ class Shared(torch.nn.Module):
         return self.dec(self.enc(x))
 
 
-@pytest.mark.parametrize("model", [Twice, Shared])
+class TwiceBesideARead(torch.nn.Module):
+    """A module called twice in the model's own call, beside a weight read without its
+    module's call: the second call counted its parameters again in the model around both,
+    which left no room there for the weight read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc, self.proj = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(self.enc(self.enc(x)), self.proj.weight,
+                                          self.proj.bias)
+
+
+@pytest.mark.parametrize("model", [Twice, Shared, TwiceBesideARead])
 @pytest.mark.parametrize("data", ["params", "num_params", "trainable_params", "param_bytes"])
 def test_a_module_called_again_adds_no_parameters(model, data: str) -> None:
     # a value of the module, not of the call: Model Explorer's total at the top is the

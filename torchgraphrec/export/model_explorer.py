@@ -91,9 +91,12 @@ def _outputs(plan: Plan, node: str) -> list[dict]:
     if tensors:
         return [_tensor_item(i, graph.nodes[t], t) for i, t in enumerate(tensors)]
     attrs = graph.nodes[node]
-    if "shape" in attrs and "dtype" in attrs and attrs["kind"] != "layer":
+    if attrs["kind"] == "layer":
+        return []
+    if "shape" in attrs and "dtype" in attrs:
         return [_tensor_item(0, attrs, node)]  # its own (first) result
-    return []
+    # an autograd node read without its result's shape: still the output its edges leave
+    return [{"id": "0", "attrs": [{"key": "tensor_name", "value": node}]}]
 
 
 def _incoming(plan: Plan, sources: Iterable[str]) -> tuple[list[dict], list[dict]]:

@@ -84,10 +84,13 @@ def _place_parameters(plan: Plan, data: str, values: dict[str, float]) -> None:
     graph = plan.graph
     held: dict[str, float] = {}  # call -> what the nodes inside it hold
     direct: dict[str, list[str]] = {}  # call -> the nodes drawn right in it, in order
+    firsts = {attrs["qualname"]: node for node, attrs in graph.nodes(data=True)
+              if attrs["kind"] == "layer" and attrs["call_index"] == 0}
     for node in sorted(values, key=lambda n: graph.nodes[n]["seq"]):
-        _hold(graph, node, values[node], held)
         if graph.nodes[node]["kind"] == "layer" and graph.nodes[node]["call_index"] > 0:
-            del values[node]  # a later call drawn as a node: held, not counted again
+            _hold_again(graph, node, values.pop(node), held, firsts)  # not counted again
+        else:
+            _hold(graph, node, values[node], held)
     for node, attrs in sorted(graph.nodes(data=True), key=lambda item: item[1]["seq"]):
         if plan.is_node(node) and attrs["parent"] is not None:
             direct.setdefault(attrs["parent"], []).append(node)
@@ -97,7 +100,7 @@ def _place_parameters(plan: Plan, data: str, values: dict[str, float]) -> None:
         if value is None:
             continue
         if attrs["call_index"] > 0:  # counted at the module's first call
-            _hold(graph, call, value, held)
+            _hold_again(graph, call, value, held, firsts)
             continue
         rest = value - held.get(call, 0)
         if rest <= 0:
@@ -112,6 +115,18 @@ def _hold(graph: nx.DiGraph, node: str, value: float, held: dict[str, float]) ->
     """Count ``value`` as held inside each call around ``node``."""
     for call in calls_around(graph, node):
         held[call] = held.get(call, 0) + value
+
+
+def _hold_again(graph: nx.DiGraph, call: str, value: float, held: dict[str, float],
+                firsts: dict[str, str]) -> None:
+    """Count a later call's ``value`` as held in the calls around it that are not around
+    its module's first call, which hold it through that call already (an encoder's and a
+    decoder's shared embedding is held in each, and once in the model around both)."""
+    first = firsts.get(graph.nodes[call]["qualname"])
+    counted = set(calls_around(graph, first)) if first is not None else set()
+    for outer in calls_around(graph, call):
+        if outer not in counted:
+            held[outer] = held.get(outer, 0) + value
 
 
 def _holder(plan: Plan, call: str, direct: list[str]) -> Optional[str]:

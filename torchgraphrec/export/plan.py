@@ -89,10 +89,13 @@ class Plan:
             clashes = Counter((short[n], layers[n]["call_index"]) for n in children[parent])
             for node in children[parent]:
                 attrs = layers[node]
-                clash = clashes[short[node], attrs["call_index"]] > 1
-                name = attrs["qualname"] if clash and outer else short[node]
+                # two modules called side by side under one name: by their qualnames (at the
+                # top, two modules of one type a Recorder saw called apart; the model's is "")
+                clash = clashes[short[node], attrs["call_index"]] > 1 and \
+                    (outer is not None or attrs["qualname"] != "")
+                name = attrs["qualname"] if clash else short[node]
                 name += f"#{attrs['call_index']}" if attrs["call_index"] else ""
-                names[node] = f"{name}: {attrs['type']}" if outer else name
+                names[node] = f"{name}: {attrs['type']}" if outer or clash else name
                 part = namespace_part(names[node])
                 paths.setdefault(node, "/".join(filter(None, (paths[parent], part))))
         return paths
