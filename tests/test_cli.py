@@ -510,6 +510,18 @@ def test_render_colored_by_costs_a_saved_recording_lacks_is_refused(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("argv", [["--show-costs"], ["--color-by", "flops"]])
+@pytest.mark.parametrize("suffix", [".svg", ".trace.json"])
+def test_render_draws_what_a_saved_recording_holds_where_its_colouring_asks_nothing_else(
+        argv: list, suffix: str, tmp_path: Path) -> None:
+    # --show-costs shows the costs there are; an export takes no drawing options at all
+    assert main(["demo", "-o", str(tmp_path)]) == 0
+    out = tmp_path / f"costs{suffix}"
+    code = main(["render", str(tmp_path / "demo.json"), "-o", str(out), *argv])
+    refused = argv == ["--color-by", "flops"] and suffix == ".svg"
+    assert code == (1 if refused else 0) and out.exists() != refused
+
+
 def test_render_colored_by_backward_flops_records_the_backward(factory_file: Path,
                                                                 tmp_path: Path) -> None:
     # the factory was recorded counting FLOPs but without a backward: nothing was coloured

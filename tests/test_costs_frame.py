@@ -67,3 +67,41 @@ def test_without_pandas_the_error_says_what_to_install(recorded, monkeypatch) ->
     with pytest.raises(ImportError, match=r"costs\(\) needs pandas.*pip install pandas"):
         recorded.costs()
     assert "Total params: 19,322" in recorded.summary()  # the text needs no pandas
+
+
+@pytest.mark.parametrize("depth", [-1, "1", True, 1.0])
+def test_costs_refuses_a_depth_as_summary_does(recorded, depth: object) -> None:
+    # costs(depth=-1) was an empty frame, costs(depth="1") a bare TypeError
+    for read in (recorded.costs, recorded.summary):
+        with pytest.raises(ValueError, match=r"depth must be None or an int >= 0, got "):
+            read(depth=depth)
+
+
+def test_shapes_include_the_parameters_a_call_takes_or_returns() -> None:
+    # a module returning its own parameter (learned queries) read "-", beside output bytes
+    class Queries(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.queries = torch.nn.Parameter(torch.randn(4, 8))
+
+        def forward(self) -> torch.Tensor:
+            return self.queries
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q, self.act = Queries(), torch.nn.Tanh()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x @ self.act(self.q()).T
+
+    model, seen = Net(), {}
+    for name, module in model.named_modules():
+        module.register_forward_hook(lambda m, args, out, name=name: seen.setdefault(
+            name, ([tuple(a.shape) for a in args], [tuple(out.shape)])) and None)
+    x = torch.randn(2, 8)
+    frame = tgr.record(model, x).costs()
+    model(x)  # the independent truth: what plain hooks saw each call take and return
+    text = lambda shapes: ", ".join("×".join(map(str, s)) for s in shapes) or "-"  # noqa: E731
+    for row in frame.itertuples():
+        assert (row.input_shapes, row.output_shapes) == tuple(map(text, seen[row.qualname]))

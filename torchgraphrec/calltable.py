@@ -40,10 +40,12 @@ def _depth_labels(calls: Sequence[tuple[str, dict]]) -> dict[str, str]:
 
 
 def _shapes(graph: nx.DiGraph, ids: Iterable[str]) -> str:
-    """The shapes of the tensors among ``ids``: ``2×8, 2×8``; ``-`` where there are none."""
+    """The shapes of the tensors and parameters among ``ids`` (a call given or returning a
+    parameter, a prompt's learned tokens, shows it as torchinfo does, and as its output
+    bytes count it): ``2×8, 2×8``; ``-`` where there are none."""
     nodes = graph.nodes
     shapes = [shape_text(nodes[i]["shape"]) for i in ids
-              if i in nodes and nodes[i]["kind"] == "tensor"]
+              if i in nodes and nodes[i]["kind"] in ("tensor", "param")]
     more = ", …" if len(shapes) > _SHAPES_SHOWN else ""
     return ", ".join(shapes[:_SHAPES_SHOWN]) + more if shapes else "-"
 
@@ -94,7 +96,12 @@ def call_rows(graph: nx.DiGraph, depth: Optional[int] = None,
     [('', '(root)', 10, 4), ('1-1', 'fc', 6, 6)]
     >>> [(r["name"], r["params_counted"]) for r in call_rows(g, depth=0)]
     [('(root)', 10)]
+    >>> call_rows(g, depth=-1)
+    Traceback (most recent call last):
+    ValueError: depth must be None or an int >= 0, got -1
     """
+    if depth is not None and (type(depth) is not int or depth < 0):
+        raise ValueError(f"depth must be None or an int >= 0, got {depth!r}")
     calls = _calls(graph)
     found = _depth_labels(calls)
     shown = [(node, attrs) for node, attrs in calls if depth is None or attrs["depth"] <= depth]

@@ -126,15 +126,19 @@ def render_target(target: str, output: Path, options: dict[str, Any],
                   shapes: Sequence[tuple[int, ...]] = (), dtype: Optional[str] = None,
                   backward: bool = False) -> Path:
     """Render a saved recording (``.json``: torch is not imported) or a model factory
-    (recorded counting FLOPs where the drawing shows them)."""
+    (recorded counting the FLOPs or saved bytes the drawing shows, with a backward where it
+    is coloured by one). A saved recording must hold what its colouring names; costs it
+    lacks are left out of ``--show-costs``."""
     from torchgraphrec.report.write import write
 
     taken = options_for(output, options)  # before recording anything
-    costs = needs_costs(options)
-    backward = backward or str(options.get("color_by")).startswith("backward_")
-    graph = load_graph(target, shapes, dtype, backward, **costs)
+    color_by = str(taken.get("color_by", taken.get("data")))
+    backward = backward or color_by.startswith("backward_")
+    graph = load_graph(target, shapes, dtype, backward, **needs_costs(options))
     if is_recording(target):  # a factory's model was recorded with what was asked
-        _check_counted(target, graph, {"backward": backward, **costs}, "render")
+        _check_counted(target, graph, {"backward": backward,
+                                       "flops": color_by in ("flops", "backward_flops"),
+                                       "memory": color_by == "saved_bytes"}, "render")
     return write(graph, output, **taken)
 
 

@@ -150,7 +150,8 @@ Costs
       storage once, at its full size, a sparse tensor's indices and values; the storages of
       parameters and of the model's inputs not counted), with ``memory=True``, in grad mode:
       a ``Recorder``'s forward under ``no_grad`` has none on its ops and calls. The graph
-      attribute holds the total: what a training step keeps between forward and backward.
+      attribute holds the total: all the forward saved (what a training step keeps until
+      its backward, but for a branch whose graph the forward itself dropped).
     * ``forward_ms`` and ``self_ms`` (float): the recorded forward's time, inclusive, and
       excluding the calls and ops inside; ``backward_ms`` (float) where a backward was
       recorded. Times leave the recorder's own work out: an op's is its call alone, a

@@ -138,9 +138,7 @@ def summarize(graph: nx.DiGraph, depth: Optional[int] = None,
     Input size: 0 B
     1 module call in Net
     """
-    if depth is not None and (not isinstance(depth, int) or depth < 0):
-        raise ValueError(f"depth must be None or an int >= 0, got {depth!r}")
-    rows = call_rows(graph, depth, labels)
+    rows = call_rows(graph, depth, labels)  # which checks depth
     found = totals(graph)
     columns = _columns(graph, rows, found["params"], recording or {})
     cells = [[cell(row) for _, cell, _ in columns] for row in rows]

@@ -135,10 +135,12 @@ def test_modules_of_one_type_called_apart_get_their_own_layers() -> None:
     with tgr.Recorder(model) as recorder:
         model.tower_a(torch.randn(2, 4))
         model.tower_b(torch.randn(2, 4))
+        model.tower_a(torch.randn(2, 4))
     nodes = me_nodes(json.loads(to_model_explorer(recorder.graph)))
     spaces = {node["namespace"] for node_id, node in nodes.items() if node_id.startswith("op:")}
     assert spaces == {"tower_a: Sequential/0: Linear", "tower_a: Sequential/1: ReLU",
-                      "tower_b: Sequential/0: Linear", "tower_b: Sequential/1: ReLU"}
+                      "tower_b: Sequential/0: Linear", "tower_b: Sequential/1: ReLU",
+                      "tower_a#1: Sequential/0#1: Linear", "tower_a#1: Sequential/1#1: ReLU"}
 
 
 def test_repeated_calls_and_clashing_names_get_their_own_layers() -> None:

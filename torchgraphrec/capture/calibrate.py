@@ -15,6 +15,7 @@ from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, SAVED_TENSOR_
     TorchDispatchMode, dispatch_mode_depth, function_mode_depth, global_module_hooks, \
     graph_task_id, register_global_forward_hook, saved_tensor_hooks_enabled, \
     top_saved_tensor_hooks
+from torchgraphrec.capture.ownhooks import OwnHook
 
 __all__ = ["DispatchCosts", "NO_COSTS", "dispatch_costs", "dispatch_mode_cost"]
 
@@ -130,7 +131,7 @@ def _module_call(module: Any, value: Any, inner: list) -> None:
     handles = [torch_module.register_module_forward_pre_hook(pre),
                register_global_forward_hook(post, with_kwargs=True, always_call=True)
                if GLOBAL_FORWARD_HOOKS_TAKE_KWARGS else
-               module.register_forward_hook(post, with_kwargs=True, always_call=True)]
+               module.register_forward_hook(OwnHook(post), with_kwargs=True, always_call=True)]
     try:
         for _ in range(_CALLS):
             module(value)

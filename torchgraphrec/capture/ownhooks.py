@@ -1,4 +1,4 @@
-"""The hooks the recorder adds to a module's own hook tables, which a copy of the module never takes along."""
+"""The recorder's hooks in a module's own tables, which a copy of the module never takes along."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ class OwnHook(functools.partial):
     ``torch.save`` of the module, which copy its hook tables, copy it as
     :func:`inert_hook`: a copy (a target network, an EMA model, a checkpoint) neither drags
     the recorder along, which cannot be copied, nor reports its calls as the original's.
+    The copy keeps that inert hook: ``torch.jit.script`` refuses it, as it refuses any
+    Python hook (on torch 2.4 ``torch.export`` too), and a model pickled inside a recording
+    needs torchgraphrec to load. Copy the model outside the ``Recorder`` block for those.
 
     >>> import copy, pickle, torch
     >>> seen = []

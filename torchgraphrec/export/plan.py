@@ -87,12 +87,16 @@ class Plan:
             short = {n: _name_in(outer, layers[n]) if outer else layers[n]["type"]
                      for n in children[parent]}
             clashes = Counter((short[n], layers[n]["call_index"]) for n in children[parent])
+            # at the top, modules of one type a Recorder saw called apart, named by type
+            modules = defaultdict(set)
+            for node in children[parent]:
+                modules[short[node]].add(layers[node]["qualname"])
             for node in children[parent]:
                 attrs = layers[node]
                 # two modules called side by side under one name: by their qualnames (at the
-                # top, two modules of one type a Recorder saw called apart; the model's is "")
-                clash = clashes[short[node], attrs["call_index"]] > 1 and \
-                    (outer is not None or attrs["qualname"] != "")
+                # top, by any call of theirs; the model's own qualname is "")
+                clash = clashes[short[node], attrs["call_index"]] > 1 if outer else \
+                    len(modules[short[node]]) > 1 and attrs["qualname"] != ""
                 name = attrs["qualname"] if clash else short[node]
                 name += f"#{attrs['call_index']}" if attrs["call_index"] else ""
                 names[node] = f"{name}: {attrs['type']}" if outer or clash else name

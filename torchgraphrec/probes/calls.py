@@ -7,13 +7,29 @@ from typing import Optional
 
 from torchgraphrec._torch import call_raised
 
-__all__ = ["Open", "REENTRANT", "forward_raised", "close", "Positions"]
+__all__ = ["FREED", "Open", "REENTRANT", "forward_raised", "freed", "close", "Positions"]
 
 #: Said once where a reentrant checkpoint hides gradients from the probes.
 REENTRANT = ("torchgraphrec: probes cannot record grad_output or grad_input inside a reentrant "
              "checkpoint (torch.utils.checkpoint(..., use_reentrant=True)): its forward runs "
              "without gradients and is run again in the backward; checkpoint with "
              "use_reentrant=False to record them")
+
+#: Said once where a hook before the probe's took a parameter's gradient away ({}: the
+#: parameter, ``weight in 'encoder.0'``).
+FREED = ("torchgraphrec: param_grad: a hook that ran before the probe's set the gradient of "
+         "{} to None (an optimizer stepping in the backward?); no param_grad is recorded "
+         "where that happens. Enter the Recorder before registering that hook to see the "
+         "gradients")
+
+def freed(module: str, path: str) -> str:
+    """:data:`FREED` for parameter ``path`` of module ``module``.
+
+    >>> "the gradient of weight in 'encoder.0' to None" in freed("encoder.0", "weight")
+    True
+    """
+    return FREED.format(f"{path} in {module!r}" if module else path)
+
 
 #: A probed call that has begun: its module's index, its call index, and the keyword
 #: arguments dict its pre-hook was given (each call gets a dict of its own).

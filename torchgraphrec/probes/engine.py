@@ -17,8 +17,11 @@ from torchgraphrec.capture.structures import tensors_with_paths
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.errors import warn
 from torchgraphrec.probes.afterbackward import AfterBackward
-from torchgraphrec.probes.calls import REENTRANT, Open, Positions, close, forward_raised
+from torchgraphrec.probes.calls import FREED, REENTRANT, Open, Positions, close, \
+    forward_raised, freed
+from torchgraphrec.probes.edits import apply_edits, recomputed_choice
 from torchgraphrec.probes.probe import Context, Probe
+from torchgraphrec.probes.sites import sites_of
 from torchgraphrec.probes.stats import Cosine
 from torchgraphrec.probes.store import Observation, Store
 from torchgraphrec.probes.unseen import Unseen
@@ -50,27 +53,9 @@ class ProbeEngine:
         self.clock = clock  # the recording's: its statistics take none of the model's time
         self.every = every
         self._hooked = False  # in a step that records
-        self.by_module: dict[int, list[Probe]] = {}
-        for probe in probes:
-            chosen = probe.where.resolve(table.model) if probe.where else table.model.named_modules()
-            for qualname, _ in chosen:
-                index = table.module_by_qualname(qualname)
-                if index is not None:
-                    self.by_module.setdefault(index, []).append(probe)
-        #: each module's probes by the site they read: a hook skips the work of the sites
-        #: nothing reads (most probes read one or two of the seven)
-        self._by_site: dict[tuple[int, str], list[Probe]] = {}
-        for index, chosen_probes in self.by_module.items():
-            for probe in chosen_probes:
-                self._by_site.setdefault((index, probe.site), []).append(probe)
-        #: where a ``when`` predicate is asked (about a Context made for it) at each call
-        self._asks_when = {key: any(p.when is not None for p in chosen_probes)
-                           for key, chosen_probes in self._by_site.items()}
-        #: the module names where a probe keeps every call's values: a gradient site's
-        #: calls keep their place in ``rec[...]`` whether or not a gradient comes
-        self._lists = {key: table.qualnames[key[0]] if any(p.reduce == "all" for p in
-                                                           chosen_probes) else None
-                       for key, chosen_probes in self._by_site.items()}
+        sites = sites_of(table, probes)
+        self.by_module = sites.by_module
+        self._by_site, self._asks_when, self._lists = sites.by_site, sites.asks_when, sites.lists
         self.step = self.epoch = 0
         self.failure: Optional[BaseException] = None
         self._counts: dict[int, int] = {}
@@ -78,7 +63,7 @@ class ProbeEngine:
         remembers = any(isinstance(k, Cosine) for p in probes for k in p.keepers)
         self._positions = Positions() if remembers else None  # only cosine reads them
         self._gradless: set[int] = set()  # modules whose last forward had no gradient to hook
-        self._warned_reentrant = self._warned_freed = False
+        self._warned: set[str] = set()  # the warnings given once, given
         self._handles: list[Any] = []
         self._tensor_handles: list[Any] = []  # this step's gradient hooks
         self._previous: dict[tuple[str, str], torch.Tensor] = {}
@@ -137,13 +122,13 @@ class ProbeEngine:
             self._spent_since(entered)
 
     def _post_hook(self, module_index: int, module: nn.Module, args: tuple, *rest: Any) -> Any:
+        # this frame is the one Module._call_impl called (OwnHook, a partial, adds none)
         if not self._active():
             if self._gradless:
                 self._check_recomputed(module_index, rest)
-            if len(rest) > 1 and _graph_task_id() >= 0:  # a checkpoint recomputing the call:
-                return self._edit_again(module_index, rest[1])  # as the forward had it
+            if _graph_task_id() >= 0 and not forward_raised(rest, current_frame()):
+                return self._edit_again(module_index, rest[1])  # a checkpoint recomputing
             return None
-        # this frame is the one Module._call_impl called (OwnHook, a partial, adds none)
         raised = forward_raised(rest, current_frame())
         calls = self._open
         if not raised and calls and calls[-1][0] == module_index:  # its own entry: as ever
@@ -162,12 +147,10 @@ class ProbeEngine:
         """Warn, once, of a module call in a backward (a checkpoint's recomputation)
         whose outputs need gradients that its forward had none of: a reentrant
         checkpoint's, whose gradients no probe hook sees."""
-        if (self._warned_reentrant or module_index not in self._gradless or len(rest) < 2
-                or self._thread != threading.get_ident()):
-            return
-        if any(t.requires_grad for _, t in tensors_with_paths(rest[1])):
-            self._warned_reentrant = True
-            warn(REENTRANT)
+        if (REENTRANT not in self._warned and module_index in self._gradless and len(rest) > 1
+                and self._thread == threading.get_ident()
+                and any(t.requires_grad for _, t in tensors_with_paths(rest[1]))):
+            self._warn_once(REENTRANT)
 
     def _keeping_failures(self, record: Callable[..., None], *args: Any) -> None:
         """Run ``record(*args)``, keeping its failure for the recorder to raise when the
@@ -238,29 +221,17 @@ class ProbeEngine:
         except Exception as exc:
             self.failure = self.failure or exc
             return None
-        edited = None
-        for probe in probes:
-            if probe.edit is not None:
-                edited = probe.edit(output if edited is None else edited)
-        return edited
+        return apply_edits(probes, output)
 
     def _edit_again(self, module_index: int, output: Any) -> Any:
         """Apply the output probes' edits to a call a checkpoint recomputes in the backward,
         as they were applied in the forward (the gradients are of the edited outputs).
         Which call it recomputes is not known: an edit chosen by ``when`` is a failure."""
-        editing = [probe for probe in self._by_site.get((module_index, "output"), ())
-                   if probe.edit is not None]
-        if any(probe.when is not None for probe in editing):
-            self.failure = self.failure or ValueError(
-                f"a checkpoint recomputed a call of {self.table.qualnames[module_index]!r} in "
-                "the backward, whose edit is chosen by when: which call it was is not known "
-                "there, so the gradients may be of outputs the forward did not have. Give "
-                "that edit no when, or keep the module out of checkpointed code")
+        probes = self._by_site.get((module_index, "output"), ())
+        if any(probe.edit is not None and probe.when is not None for probe in probes):
+            self.failure = self.failure or recomputed_choice(self.table.qualnames[module_index])
             return None
-        edited = None
-        for probe in editing:
-            edited = probe.edit(output if edited is None else edited)
-        return edited
+        return apply_edits(probes, output)
 
     def _at(self, module_index: int, call_index: int) -> Optional[int]:
         """The call's position within its forward, where a ``cosine`` needs it."""
@@ -353,17 +324,13 @@ class ProbeEngine:
             elif param.grad is not None:
                 self.store.add(probe, seen, param.grad, at)
             else:
-                self._freed(seen)
+                self._warn_once(freed(seen.module, seen.path), FREED)
 
-    def _freed(self, seen: Observation) -> None:
-        """Warn, once, that a gradient was gone by the time the probe's hook read it."""
-        if not self._warned_freed:
-            self._warned_freed = True
-            name = f"{seen.module}.{seen.path}" if seen.module else seen.path
-            warn(f"param_grad of {name}: a hook that ran before the "
-                 "probe's set the gradient to None (an optimizer stepping in the backward?); "
-                 "no param_grad is recorded where that happens. Register the probe's "
-                 "Recorder before that hook to see the gradients")
+    def _warn_once(self, text: str, kind: str = "") -> None:
+        """Warn ``text`` unless a warning of its ``kind`` (the text itself) was given."""
+        if (kind or text) not in self._warned:
+            self._warned.add(kind or text)
+            warn(text)
 
     def _read_pending(self, pending: list[tuple[Any, ...]]) -> None:
         """Read each ``(probe, seen, param, at)``'s ``param.grad`` (DDP's, averaged)."""
@@ -373,7 +340,7 @@ class ProbeEngine:
                     if param.grad is not None:
                         self.store.add(probe, seen, param.grad, at)
                     else:
-                        self._freed(seen)
+                        self._warn_once(freed(seen.module, seen.path), FREED)
         except Exception as exc:
             self.failure = self.failure or exc
 

@@ -70,7 +70,10 @@ def probe(site: str, *, where: Optional[Selector] = None,
             elementwise and leave out, with a warning, a value of another shape.
         when: a predicate over a :class:`Context`; the probe records only where it is true.
         edit: only for ``output``: a function returning a replacement for the output
-            (scio's ``activation_postproc``), applied after the output is recorded.
+            (scio's ``activation_postproc``), applied after the output is recorded, and
+            again where ``torch.utils.checkpoint`` recomputes the call in a backward run
+            inside the ``Recorder`` block (after the block, no hook is left to apply it).
+            Not with ``every`` > 1, nor chosen by ``when`` inside checkpointed code.
 
     >>> probe("output", keep=["rms", "dead"]).site
     'output'

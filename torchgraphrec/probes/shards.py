@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import torch
 
-from torchgraphrec._torch import dtensor_type
+from torchgraphrec._torch import dtensor_local, dtensor_type
 
 __all__ = ["local_shard"]
 
 
 def local_shard(tensor: torch.Tensor) -> torch.Tensor:
     """This rank's part of ``tensor``: a ``DTensor``'s local shard (a plain tensor, detached,
-    so that a statistic of it never runs a collective), any other tensor as it is.
+    so that a statistic of it never runs a collective; read as the DTensor holds it, with no
+    autograd function, which a torch.func transform around it would refuse), any other
+    tensor as it is.
 
     >>> x = torch.ones(2)
     >>> local_shard(x) is x
@@ -19,5 +21,5 @@ def local_shard(tensor: torch.Tensor) -> torch.Tensor:
     """
     found = dtensor_type()
     if found is not None and isinstance(tensor, found):
-        return tensor.detach().to_local()
+        return dtensor_local(tensor).detach()
     return tensor

@@ -240,10 +240,11 @@ class Keeper:
     1.4142135381698608
     """
 
-    def __init__(self, name: str, function: Stat, least: int = 0) -> None:
+    def __init__(self, name: str, function: Stat, least: int = 0,
+                 takes_any_layout: bool = False) -> None:
         self.name, self.function, self.least = name, function, least
         #: whether it is given a sparse tensor as it is (``full`` keeps it so), not dense
-        self.takes_any_layout = name == "full"
+        self.takes_any_layout = takes_any_layout
 
     def __call__(self, key: Hashable, tensor: torch.Tensor,
                  memory: dict[Hashable, torch.Tensor]) -> torch.Tensor:
@@ -276,8 +277,7 @@ class Custom(Keeper):
     """
 
     def __init__(self, name: str, function: Stat) -> None:
-        super().__init__(name, function)
-        self.takes_any_layout = True  # the user's callable sees the tensor as it came
+        super().__init__(name, function, takes_any_layout=True)  # the user's: as it came
 
     def apply(self, key: Hashable, tensor: torch.Tensor,
               memory: dict[Hashable, torch.Tensor]) -> Optional[torch.Tensor]:
@@ -375,7 +375,8 @@ def keepers(keep: Union[str, Stat, Sequence[Union[str, Stat]]]) -> list[Keeper]:
         elif item == "cosine":
             found.append(Cosine())
         elif item in STATS:
-            found.append(Keeper(item, STATS[item], _LEAST.get(item, 0)))
+            found.append(Keeper(item, STATS[item], _LEAST.get(item, 0),
+                                takes_any_layout=item == "full"))
         else:
             raise ValueError(f"unknown statistic: {item!r} (must be a callable or one of "
                              f"{sorted([*STATS, 'cosine'])})")

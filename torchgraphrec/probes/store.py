@@ -89,13 +89,18 @@ class Store:
 
     def _add(self, probe: Probe, seen: Observation, tensor: torch.Tensor,
              position: Optional[int]) -> None:
+        """:meth:`add` for a plain tensor (a shard, or what a transform's wrapper holds)."""
         number = self._number_of(probe)
         slots = self.reducers.setdefault((seen.module, seen.site), {})
         at = seen.call_index if position is None else position
-        dense = strided(tensor)  # a sparse gradient's statistics count its zeros too
+        dense: Optional[torch.Tensor] = None  # made once, for the first statistic needing it
         for keeper in probe.keepers:
             key = (number, seen.module, at, seen.site, seen.path, keeper.name)
-            value = self._apply(keeper, key, tensor if keeper.takes_any_layout else dense)
+            if keeper.takes_any_layout:
+                given = tensor
+            else:  # a sparse gradient's statistics count its zeros too
+                dense = given = strided(tensor) if dense is None else dense
+            value = self._apply(keeper, key, given)
             slot_key = (seen.path, keeper.name, number)
             if probe.reduce == "all":
                 value = undefined() if value is None else value.detach()
