@@ -117,9 +117,17 @@ def needs_costs(options: dict[str, Any]) -> dict[str, bool]:
     ({'flops': True, 'memory': True}, {'flops': False, 'memory': False})
     """
     shown = bool(options.get("show_costs"))
-    color_by = options.get("color_by")
-    return {"flops": shown or color_by in ("flops", "backward_flops"),
-            "memory": shown or color_by == "saved_bytes"}
+    return {cost: shown or colored for cost, colored in
+            _colored_costs(options.get("color_by")).items()}
+
+
+def _colored_costs(color_by: Any) -> dict[str, bool]:
+    """Which costs a colouring by ``color_by`` reads (as :func:`needs_costs`'s keys).
+
+    >>> _colored_costs("backward_flops"), _colored_costs(None)
+    ({'flops': True, 'memory': False}, {'flops': False, 'memory': False})
+    """
+    return {"flops": color_by in ("flops", "backward_flops"), "memory": color_by == "saved_bytes"}
 
 
 def render_target(target: str, output: Path, options: dict[str, Any],
@@ -136,9 +144,8 @@ def render_target(target: str, output: Path, options: dict[str, Any],
     backward = backward or color_by.startswith("backward_")
     graph = load_graph(target, shapes, dtype, backward, **needs_costs(options))
     if is_recording(target):  # a factory's model was recorded with what was asked
-        _check_counted(target, graph, {"backward": backward,
-                                       "flops": color_by in ("flops", "backward_flops"),
-                                       "memory": color_by == "saved_bytes"}, "render")
+        _check_counted(target, graph, {"backward": backward, **_colored_costs(color_by)},
+                       "render")
     return write(graph, output, **taken)
 
 

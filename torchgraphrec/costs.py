@@ -9,7 +9,7 @@ from typing import Any
 
 import networkx as nx
 
-from torchgraphrec.graph import backward_passes
+from torchgraphrec.graph import backward_ns
 
 __all__ = ["SUMMED", "add_costs"]
 
@@ -121,17 +121,6 @@ def _ancestors(attrs_of: dict[Any, Attrs], parent: Any) -> list[Attrs]:
     return chain
 
 
-def _backward_ns(attrs: Attrs) -> int:
-    """How long a node's backward ran: each backward pass through it from its start to its
-    end, the time between passes (the user's code, another step's work) left out.
-
-    >>> _backward_ns({"t_backward_start_ns": 100, "t_backward_end_ns": 9000,
-    ...               "t_backward_spans_ns": (100, 400, 8000, 9000)})
-    1300
-    """
-    return sum(max(0, end - start) for start, end in backward_passes(attrs))
-
-
 def _add_times(attrs_of: dict[Any, Attrs]
                ) -> tuple[list[tuple[Any, Attrs]], list[Attrs], dict[Any, float]]:
     """``forward_ms``, ``backward_ms``, and ``self_ms`` on ops, in one pass over the nodes;
@@ -149,7 +138,7 @@ def _add_times(attrs_of: dict[Any, Attrs]
         span = attrs["t_end_ns"] - attrs["t_start_ns"]
         forward = attrs["forward_ms"] = span / _NS_PER_MS if span > 0 else 0.0
         if "t_backward_start_ns" in attrs:
-            attrs["backward_ms"] = _backward_ns(attrs) / _NS_PER_MS
+            attrs["backward_ms"] = backward_ns(attrs) / _NS_PER_MS
         if kind == "op":
             attrs["self_ms"] = forward
             ops.append(attrs)

@@ -27,7 +27,7 @@ from torchgraphrec.schema import (
 )
 
 __all__ = ["validate", "collapse", "to_json", "from_json", "value_of", "calls_around",
-           "backward_passes"]
+           "backward_passes", "backward_ns"]
 
 _FORMAT = "torchgraphrec.recording"
 
@@ -313,3 +313,14 @@ def backward_passes(attrs: Mapping[str, Any]) -> list[tuple[int, int]]:
     if "t_backward_start_ns" not in attrs:
         return []
     return [(attrs["t_backward_start_ns"], attrs["t_backward_end_ns"])]
+
+
+def backward_ns(attrs: Mapping[str, Any]) -> int:
+    """How long a node's backward ran: each of its :func:`backward_passes` from its start to
+    its end, the time between passes (the user's code, another step's work) left out.
+
+    >>> backward_ns({"t_backward_start_ns": 100, "t_backward_end_ns": 9000,
+    ...              "t_backward_spans_ns": (100, 400, 8000, 9000)})
+    1300
+    """
+    return sum(max(0, end - start) for start, end in backward_passes(attrs))

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 import weakref
 from types import FrameType
 from typing import Any, Callable, Optional
 
-from torchgraphrec._torch import call_token
+from torchgraphrec._torch import call_token, current_frame
 
 __all__ = ["RootCall"]
 
-_frame = sys._getframe
+_frame = current_frame
 
 
 class RootCall:

@@ -9,7 +9,7 @@ import networkx as nx
 
 from torchgraphrec.export.plan import Plan, graph_id
 from torchgraphrec.export.times import span
-from torchgraphrec.graph import backward_passes
+from torchgraphrec.graph import backward_ns
 from torchgraphrec.text import dims_text, shape_text
 
 __all__ = ["to_model_explorer", "attribute_text"]
@@ -47,7 +47,7 @@ def _milliseconds(attrs: dict, start: str, end: str) -> Optional[str]:
     if times is None:
         return None
     if start == "t_backward_start_ns":  # the passes' own times, without the time between
-        return f"{sum(max(0, b - a) for a, b in backward_passes(attrs)) / 1e6:.3f}"
+        return f"{backward_ns(attrs) / 1e6:.3f}"
     return f"{(times[1] - times[0]) / 1e6:.3f}"  # 0.000 for autograd's instants
 
 

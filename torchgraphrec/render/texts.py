@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import weakref
 from typing import Optional
 
 import networkx as nx
 
+from torchgraphrec.graph import value_of
 from torchgraphrec.render import labels
 from torchgraphrec.render.options import RenderOptions
 from torchgraphrec.render.scale import COSTS
@@ -96,9 +96,9 @@ def _own_params(graph: nx.DiGraph) -> tuple[dict[str, int], set[str]]:
         enclosing: set[str] = set()
         nodes = graph.nodes
         for _, attrs in graph.nodes(data=True):
-            if attrs["kind"] == "param" and not attrs.get("buffer"):
+            if attrs["kind"] == "param":
                 owner = attrs["qualname"].rpartition(".")[0]
-                count[owner] = count.get(owner, 0) + math.prod(attrs["shape"])
+                count[owner] = count.get(owner, 0) + (value_of(attrs, "params") or 0)
             elif attrs["kind"] == "layer" and attrs["parent"] is not None:
                 enclosing.add(nodes[attrs["parent"]]["qualname"])
         found = _OWN_PARAMS[graph] = (count, enclosing)
