@@ -15,16 +15,24 @@ from torchgraphrec.compare.ranks import graph_of
 __all__ = ["rank_stamps", "backward_not_seen", "COLLECTIVES_WITHOUT_FLOW", "gather", "save_rank", "annotate_shards"]
 
 
-def backward_not_seen(ops: str) -> str:
+def backward_not_seen(ops: str, *, late: bool = False) -> str:
     """Why the recorder draws no backward collective (``g.graph["backward_collectives"]``)
-    where it cannot watch the backward.
+    where it cannot watch the backward (``late``: torch.distributed was initialized after
+    the recording began, which is when the recorder attaches what listens to them).
 
     >>> backward_not_seen("none")[:9]
     'not seen:'
+    >>> backward_not_seen("torch", late=True)[:48]
+    'not seen: torch.distributed was initialized insi'
     """
-    why = (f"ops={ops!r} records no op nodes to draw them as" if ops != "torch" else
-           "this torch does not restore dispatch modes after each autograd node, so the "
-           "recorder cannot listen to them from backward hooks")
+    if late:
+        why = ("torch.distributed was initialized inside the recording's block, after the "
+               "recorder attached its hooks (begin recording once init_process_group has run)")
+    elif ops != "torch":
+        why = f"ops={ops!r} records no op nodes to draw them as"
+    else:
+        why = ("this torch does not restore dispatch modes after each autograd node, so the "
+               "recorder cannot listen to them from backward hooks")
     return (f"not seen: {why}; the backward's collectives (DDP's bucket all-reduce, FSDP2's "
             "re-gathers and reduce-scatters) run from autograd hooks; torch's flight recorder "
             "logs them (TORCH_FR_BUFFER_SIZE set before init_process_group)")
@@ -115,8 +123,9 @@ def save_rank(graph: nx.DiGraph, folder: Any) -> Any:
 
 def annotate_shards(graph: nx.DiGraph, model: Any) -> None:
     """Give the param nodes of ``DTensor`` parameters (tensor parallel, FSDP2) ``local_shape``
-    (this rank's), ``placements`` (``repr`` of each, e.g. ``"Shard(dim=0)"``) and ``bytes``
-    of this rank's shard; their ``shape`` stays the global one.
+    (this rank's), ``placements`` (``repr`` of each, e.g. ``"Shard(dim=0)"``), ``bytes``
+    of this rank's shard and its ``dtype`` (FSDP2's mixed precision hands the forward a
+    cast copy: the parameter is the shard); their ``shape`` stays the global one.
 
     A parameter FSDP2 holds unsharded right now (the root unit's, kept gathered after its
     forward) is described by the sharded parameter FSDP2 keeps for it."""
@@ -137,3 +146,4 @@ def annotate_shards(graph: nx.DiGraph, model: Any) -> None:
             attrs["local_shape"] = tuple(int(d) for d in local.shape)
             attrs["placements"] = tuple(repr(p) for p in tensor.placements)
             attrs["bytes"] = local.numel() * local.element_size()
+            attrs["dtype"] = str(local.dtype).replace("torch.", "")

@@ -12,7 +12,7 @@ from torch import nn
 
 from torchgraphrec._torch import DisableTorchFunction, node_scoped_dispatch_modes
 from torchgraphrec.capture.capture import Capture, check_ops
-from torchgraphrec.capture.collectives import annotate as annotate_collectives
+from torchgraphrec.capture.collectives import ForwardCollectives
 from torchgraphrec.checks import as_args, as_kwargs, check_flag, check_memory_limit, \
     check_model, check_probes, check_save_dir
 from torchgraphrec.costs import add_costs
@@ -122,6 +122,7 @@ class Recorder:
         self._built_at: Any = None
         self._open = False
         self._stamps: dict[str, Any] = {}  # the rank's, where torch.distributed is initialized
+        self._collectives = ForwardCollectives()
         self._next_save = 0.0  # when a step may write save_dir's file again (perf_counter)
 
     def __enter__(self) -> "Recorder":
@@ -161,6 +162,7 @@ class Recorder:
         self._open = False
         try:
             capture.stop()
+            self._while_groups_exist()
         except Exception as error:  # a recorder bug: reported below, never masking the user's
             capture.tracker.failure = capture.tracker.failure or error
         finally:
@@ -176,6 +178,17 @@ class Recorder:
             raise failure
         if failure is not None and exc is None:
             raise CaptureError(f"the recorder failed: {failure!r}") from failure
+
+    def _while_groups_exist(self) -> None:
+        """Read now what the process groups say of this recording (a job destroys them
+        before it reads its recording): its collectives' groups, and its rank where the
+        group was initialized inside the block."""
+        if self._capture is not None and self._capture.mode is not None:
+            self._collectives.read(self._capture.events.ops)
+        if not self._stamps:
+            self._stamps = rank_stamps()
+            if self._stamps and self.backward:
+                self._stamps["backward_collectives"] = backward_not_seen(self.ops, late=True)
 
     def _explain(self, exc: BaseException) -> None:
         """Add a note to the user's exception where the recorder's own mechanism is what
@@ -307,7 +320,8 @@ class Recorder:
             placed = capture.watch.add_nodes(graph, capture.events.t0) \
                 if capture.watch is not None else []
             if capture.mode is not None:
-                annotate_collectives(graph, capture.events.ops, capture.namer.op_ids, placed)
+                self._collectives.read(capture.events.ops)
+            self._collectives.annotate(graph, capture.namer.op_ids, placed)
             annotate(graph, self.store)
         return Recording(graph)
 

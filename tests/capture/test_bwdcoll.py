@@ -150,3 +150,74 @@ def test_past_the_chain_limit_the_graph_says_the_backward_was_not_watched(
         graph = tgr.record(model, torch.randn(2, 3), backward=True).graph
     assert graph.graph["backward_collectives"].startswith("not seen: a forward chained")
     assert not [a for a in _collectives(graph) if a.get("phase") == "backward"]
+
+
+_SAID = ("name", "collective", "group_name", "group_ranks", "comm_bytes", "phase", "coll_seq",
+         "parent")
+
+
+def _said(graph: Any) -> list[tuple]:
+    return [tuple(attrs.get(key) for key in _SAID) for attrs in _collectives(graph)]
+
+
+class FunctionallySummed(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.distributed import _functional_collectives as functional
+
+        return functional.all_reduce(x, "sum", dist.group.WORLD)
+
+
+def test_a_graph_read_after_the_group_is_destroyed_says_what_one_read_before_does(
+        tmp_path) -> None:
+    """The usual end of a job: destroy_process_group(), then read the recording."""
+    if not dist.is_available():
+        pytest.skip("this torch is built without torch.distributed")
+    recorders = []
+    with one_rank_group(tmp_path):
+        for _ in range(2):
+            model = nn.Sequential(_model(), FunctionallySummed())
+            with tgr.Recorder(model, backward=True) as rec:
+                model(torch.ones(3, 4)).sum().backward()
+            recorders.append(rec)
+        before = _said(recorders[0].graph)
+    after = _said(recorders[1].graph)
+    assert after == before
+    forward = [said for said in before if said[5] == "forward"]
+    assert len(forward) >= 2 and all(said[3] == (0,) and said[4] > 0 for said in forward)
+    assert [said[6] for said in before] == list(range(len(before)))
+
+
+def test_a_group_initialized_inside_the_block_stamps_the_graph_and_says_what_was_not_seen(
+        tmp_path) -> None:
+    if not dist.is_available():
+        pytest.skip("this torch is built without torch.distributed")
+    model, group = nn.Linear(4, 4), one_rank_group(tmp_path)
+    try:
+        with tgr.Recorder(model, backward=True) as rec:
+            group.__enter__()
+            out = model(torch.ones(2, 4))
+            dist.all_reduce(out.detach())
+            out.sum().backward()
+            stamps = {key: rec.graph.graph.get(key) for key in ("rank", "world_size")}
+    finally:
+        group.__exit__(None, None, None)
+    assert stamps == {"rank": None, "world_size": None}  # read before the block ended
+    graph = rec.graph
+    assert (graph.graph["rank"], graph.graph["world_size"]) == (0, 1)
+    assert graph.graph["backward_collectives"].startswith(
+        "not seen: torch.distributed was initialized inside the recording's block")
+    assert tgr.validate(graph) is None
+
+
+def test_graph_first_keeps_only_the_first_steps_backward_collectives(one_rank) -> None:
+    """DDP keeps its parameters' accumulators, hooked in the first step: the later steps'
+    backwards, of forwards not recorded, run them too."""
+    _scoped()
+    model = _model()
+    with tgr.Recorder(model, graph="first") as rec:
+        for step in range(3):
+            model(torch.randn(3, 4)).sum().backward()
+    backward = [a for a in _collectives(rec.graph) if a["phase"] == "backward"]
+    size = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert sum(a["comm_bytes"] for a in backward) == size  # one step's all-reduce
+    assert {a["parent"] for a in backward} == {"layer:#0"}

@@ -315,8 +315,8 @@ def test_gather_brings_every_graph_to_dst_and_compare_ranks_finds_the_divergent(
     differ = zero["differ"]
     assert differ["same"] is False and differ["divergent"] == [1]
     assert differ["summary"].splitlines()[1] == (
-        "rank 1 parts from rank 0 after collective #0: it ran op sigmoid (2×4) in layer:#0 "
-        "where rank 0 ran op relu (2×4) in layer:#0")
+        "rank 1 parts from rank 0 after collective #0: it ran op sigmoid (2×4, float32) in "
+        "layer:#0 where rank 0 ran op relu (2×4, float32) in layer:#0")
 
 
 @on_ranks

@@ -89,10 +89,15 @@ def fsdp_mixed_two_forwards(ctx: Rank) -> dict:
     for block in model.blocks:
         fully_shard(block, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
+    # the parameters as FSDP2 holds them: this rank's float32 shards (read before the
+    # forward: the root keeps its parameters gathered after it)
+    shards = {name: (str(p.dtype).replace("torch.", ""),
+                     p.to_local().numel() * p.to_local().element_size())
+              for name, p in model.named_parameters()}
     with tgr.Recorder(model) as rec:
         for _ in range(2):
             model(torch.ones(4, 8))
-    return {"json": tgr.to_json(rec.graph)}
+    return {"json": tgr.to_json(rec.graph), "shards": shards}
 
 
 def _graph(found: dict) -> nx.DiGraph:
@@ -167,6 +172,18 @@ def test_a_second_forwards_boxes_feed_its_own_calls(ranks) -> None:
              and _inside(view.folded, n, roots[1])]
     assert len(later) == 2  # the blocks gather again (the root keeps its own gathered)
     assert all(graph.nodes[t]["kind"] == "op" for s, t in view.edges if s in later)
+
+
+@pytest.mark.needs("fully_shard")
+def test_a_cast_parameter_is_described_as_the_shard_it_is(ranks) -> None:
+    """dtype and bytes of one tensor: the float32 shard, not the bfloat16 cast the forward
+    used with the shard's size."""
+    for found in ranks("fsdp_mixed_two_forwards"):
+        graph = _graph(found)
+        seen = {attrs["qualname"]: (attrs["dtype"], attrs["bytes"])
+                for _, attrs in graph.nodes(data=True) if attrs["kind"] == "param"}
+        assert seen == found["shards"]
+        assert {dtype for dtype, _ in seen.values()} == {"float32"}
 
 
 @pytest.mark.needs("fully_shard")

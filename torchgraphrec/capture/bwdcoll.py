@@ -224,7 +224,11 @@ class BackwardCollectives:
 
     def _in_root(self, *_: Any) -> None:
         """A parameter's accumulator (DDP's reducer) or the final callbacks (FSDP2's root):
-        what they run belongs to the top-level call."""
+        what they run belongs to the top-level call, in a backward a recorded call's output
+        gradient reached (an accumulator DDP keeps is also run by the backwards of forwards
+        not recorded: ``graph="first"``'s later steps)."""
+        if graph_task_id() != self._task:
+            return
         self.where = self.root
         self._push()
 

@@ -2,8 +2,9 @@
 
 The op handler asks :func:`collective_call` only on its rare path (a call that returned no
 tensor and changed none); the functional collectives return tensors and are recorded as any
-op, and :func:`annotate` gives both kinds their attributes when the graph is built. Nothing
-here communicates: group names and ranks are what the local process group knows.
+op, and :class:`ForwardCollectives` reads both kinds' attributes from their process groups
+while these exist, for the graphs built later. Nothing here communicates: group names and
+ranks are what the local process group knows.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 from torchgraphrec._torch import is_functional_collective, resolve_process_group
 from torchgraphrec.capture.events import OP_T_START
 
-__all__ = ["C10D", "FUNCTIONAL", "collective_call", "annotate", "group_attrs", "ranks_of"]
+__all__ = ["C10D", "FUNCTIONAL", "collective_call", "ForwardCollectives", "group_attrs", "ranks_of"]
 
 _C10D_MODULE = "torch.distributed.distributed_c10d"
 
@@ -155,28 +156,45 @@ def ranks_of(group_name: str) -> tuple[int, ...]:
         return ()
 
 
-def annotate(graph: nx.DiGraph, ops: list, op_ids: list[str],
-             backward: Sequence[tuple[int, str]] = ()) -> None:
-    """Give the collectives' op nodes ``collective``, ``group_name``, ``group_ranks``,
-    ``comm_bytes`` and ``phase``, and number each group's collectives in the order they
-    started (``coll_seq``, from 0), the ``backward`` ones (``(start, node id)``, their
-    nodes already annotated) among them."""
-    import torch.distributed as dist
+class ForwardCollectives:
+    """The attributes of a recording's forward collectives, each read from its process group
+    once: a graph built after the groups are destroyed (at the end of a job, where a
+    recording is read) still has them."""
 
-    if not (dist.is_available() and dist.is_initialized()):
-        return
-    started = list(backward)
-    for index in range(min(len(ops), len(op_ids))):
-        record = ops[index]
-        if record[0] not in C10D and record[0] not in FUNCTIONAL:
-            continue
-        attrs = _attrs(record)
-        node = graph.nodes.get(op_ids[index]) if attrs is not None else None
-        if node is not None:
-            node.update(attrs, phase="forward")
-            started.append((record[OP_T_START], op_ids[index]))
-    numbers: dict[str, int] = {}
-    for _, node_id in sorted(started, key=lambda pair: pair[0]):
-        node = graph.nodes[node_id]
-        node["coll_seq"] = numbers.get(node["group_name"], 0)
-        numbers[node["group_name"]] = node["coll_seq"] + 1
+    def __init__(self) -> None:
+        #: op index -> (start, attributes)
+        self.found: dict[int, tuple[int, dict[str, Any]]] = {}
+        self._read = 0  # the ops before this index are read
+
+    def read(self, ops: list) -> None:
+        """Read the collectives among ``ops`` not read yet, where torch.distributed is
+        initialized (elsewhere their groups are not known: they are read later)."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return
+        for index in range(self._read, len(ops)):
+            record = ops[index]
+            if record[0] in C10D or record[0] in FUNCTIONAL:
+                attrs = _attrs(record)
+                if attrs is not None:
+                    self.found[index] = (record[OP_T_START], attrs)
+        self._read = len(ops)
+
+    def annotate(self, graph: nx.DiGraph, op_ids: list[str],
+                 backward: Sequence[tuple[int, str]] = ()) -> None:
+        """Give the collectives' op nodes ``collective``, ``group_name``, ``group_ranks``,
+        ``comm_bytes`` and ``phase``, and number each group's collectives in the order they
+        started (``coll_seq``, from 0), the ``backward`` ones (``(start, node id)``, their
+        nodes already annotated) among them."""
+        started = list(backward)
+        for index, (start, attrs) in self.found.items():
+            node = graph.nodes.get(op_ids[index]) if index < len(op_ids) else None
+            if node is not None:
+                node.update(attrs, phase="forward")
+                started.append((start, op_ids[index]))
+        numbers: dict[str, int] = {}
+        for _, node_id in sorted(started, key=lambda pair: pair[0]):
+            node = graph.nodes[node_id]
+            node["coll_seq"] = numbers.get(node["group_name"], 0)
+            numbers[node["group_name"]] = node["coll_seq"] + 1

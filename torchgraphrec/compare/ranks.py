@@ -1,8 +1,9 @@
 """Ranks compared: which ranks ran a different graph, and where each first parts, aligned on collectives.
 
 Op ids shift after the first difference and clocks differ between processes, so ranks are
-compared on what ran in order (module calls and ops, with shapes), cut into stretches at
-the collectives (``coll_seq``): the first stretch where a rank differs is where it parted.
+compared on what ran in order (module calls, ops and tensors, with shapes and dtypes), cut
+into stretches at the collectives (``coll_seq``): the first stretch where a rank differs is
+where it parted.
 """
 
 from __future__ import annotations
@@ -14,25 +15,41 @@ import networkx as nx
 
 __all__ = ["RankComparison", "compare_ranks", "graph_of", "steps_of"]
 
-Step = tuple  # ("layer", qualname, call_index) or ("op", name, shape, parent, collective)
+#: ``("layer", qualname, call_index)``, ``("tensor", shape, dtype, parent, None)`` or
+#: ``("op", name, shape, dtype, parent, collective)``: a collective ends a stretch (last)
+Step = tuple
 
 
 def steps_of(graph: nx.DiGraph) -> list[tuple[str, Step]]:
-    """``(node id, step)`` for each module call and op, in the order they ran.
+    """``(node id, step)`` for each module call, op and tensor, in the order they ran.
+
+    Tensors are compared where ops are not recorded (``ops=None``) or record no shape
+    (``ops="autograd"``): a smaller batch or another dtype is another graph.
 
     >>> g = nx.DiGraph()
     >>> g.add_node("layer:#0", kind="layer", seq=1, qualname="", call_index=0)
-    >>> g.add_node("op:add#0", kind="op", seq=2, name="add", shape=(2,), parent="layer:#0")
-    >>> [step for _, step in steps_of(g)]
-    [('layer', '', 0), ('op', 'add', (2,), 'layer:#0', None)]
+    >>> g.add_node("op:add#0", kind="op", seq=2, name="add", shape=(2,), dtype="float32",
+    ...            parent="layer:#0")
+    >>> g.add_node("tensor:0", kind="tensor", seq=3, shape=(2,), dtype="float32",
+    ...            parent="layer:#0")
+    >>> for _, step in steps_of(g):
+    ...     print(step)
+    ('layer', '', 0)
+    ('op', 'add', (2,), 'float32', 'layer:#0', None)
+    ('tensor', (2,), 'float32', 'layer:#0', None)
     """
     found = []
     for node, attrs in sorted(graph.nodes(data=True), key=lambda item: item[1].get("seq", 0)):
-        if attrs.get("kind") == "layer":
+        kind = attrs.get("kind")
+        if kind == "layer":
             found.append((node, ("layer", attrs.get("qualname"), attrs.get("call_index"))))
-        elif attrs.get("kind") == "op":
+        elif kind == "op":
             found.append((node, ("op", attrs.get("name"), tuple(attrs.get("shape") or ()),
-                                 attrs.get("parent"), attrs.get("collective"))))
+                                 attrs.get("dtype"), attrs.get("parent"),
+                                 attrs.get("collective"))))
+        elif kind == "tensor":
+            found.append((node, ("tensor", tuple(attrs.get("shape") or ()), attrs.get("dtype"),
+                                 attrs.get("parent"), None)))
     return found
 
 
@@ -41,7 +58,7 @@ def _stretches(steps: list[tuple[str, Step]]) -> list[list[tuple[str, Step]]]:
     found: list[list[tuple[str, Step]]] = [[]]
     for node, step in steps:
         found[-1].append((node, step))
-        if step[0] == "op" and step[4] is not None:
+        if step[0] == "op" and step[-1] is not None:
             found.append([])
     return found
 
@@ -53,7 +70,11 @@ def _describe(graph: nx.DiGraph, node: str | None) -> str:
     if attrs["kind"] == "layer":
         return f"module call {node}"
     shape = "×".join(str(d) for d in attrs.get("shape") or ()) or "scalar"
-    text = f"op {attrs.get('name')} ({shape}) in {attrs.get('parent') or 'no module'}"
+    dtype = f", {attrs['dtype']}" if attrs.get("dtype") else ""
+    where = attrs.get("parent") or "no module"
+    if attrs["kind"] == "tensor":
+        return f"tensor {node} ({shape}{dtype}) in {where}"
+    text = f"op {attrs.get('name')} ({shape}{dtype}) in {where}"
     if attrs.get("collective"):
         text += f", a {attrs['collective']} on group {attrs.get('group_name')!r}"
     return text
