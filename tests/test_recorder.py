@@ -70,3 +70,17 @@ def test_steps_and_epochs_outside_the_block_are_refused(mark: str, probes: list)
         getattr(rec, mark)()
     if probes:  # nothing recorded by the refused call
         assert rec.frame().equals(recorded)
+
+
+def test_a_failure_inside_the_recorder_is_one_short_line_with_the_whole_error_as_cause() -> None:
+    # torch's dispatcher errors list every backend: the message was thousands of characters
+    def statistic(tensor: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("no kernel for SparseCPU\n\n" + "CPU: registered at x\n" * 300)
+
+    model = nn.Linear(2, 2)
+    with pytest.raises(tgr.CaptureError, match=r"^the recorder failed: NotImplementedError\("
+                                               r"'no kernel for SparseCPU'\)$") as caught:
+        with tgr.Recorder(model, probes=[tgr.probe("output", keep=statistic)]):
+            model(torch.ones(1, 2))
+    assert isinstance(caught.value.__cause__, NotImplementedError)
+    assert str(caught.value.__cause__).count("registered at") == 300

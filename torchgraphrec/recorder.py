@@ -177,7 +177,7 @@ class Recorder:
         if isinstance(failure, CaptureError) and exc is None:
             raise failure
         if failure is not None and exc is None:
-            raise CaptureError(f"the recorder failed: {failure!r}") from failure
+            raise CaptureError(f"the recorder failed: {_first_line(failure)}") from failure
 
     def _while_groups_exist(self) -> None:
         """Read now what the process groups say of this recording (a job destroys them
@@ -330,6 +330,19 @@ class Recorder:
         """The recorded graph (``self.recording.graph``); read inside a forward, it holds
         the forwards finished so far."""
         return self.recording.graph
+
+
+def _first_line(error: BaseException, limit: int = 300) -> str:
+    """``error`` in one short line (torch's dispatcher errors list every backend): its type
+    and first line; the whole error is the CaptureError's cause.
+
+    >>> _first_line(NotImplementedError("no kernel for SparseCPU\n\nCPU: registered at ..."))
+    "NotImplementedError('no kernel for SparseCPU')"
+    """
+    text = str(error).strip().split("\n", 1)[0]
+    if len(text) > limit:
+        text = text[:limit - 1] + "…"
+    return f"{type(error).__name__}({text!r})"
 
 
 def _failed_in_recorder(exc: BaseException) -> bool:

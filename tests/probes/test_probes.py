@@ -824,6 +824,25 @@ def test_a_sparse_gradient_has_its_statistics_with_its_zeros_counted() -> None:
     assert kept["full"].is_sparse and torch.equal(kept["full"].to_dense(), dense)
 
 
+def test_running_moments_of_sparse_gradients_are_their_dense_moments() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(10, 3, sparse=True), nn.Linear(3, 2))
+    grads = []
+    probe = tgr.probe("param_grad", where=S.name("^0$"), keep="full", reduce="running")
+    with tgr.Recorder(model, probes=[probe]) as rec:
+        for tokens in ([[1, 4, 4]], [[2, 4, 7]], [[1, 1, 9]]):
+            model(torch.tensor(tokens)).sum().backward()
+            grads.append(model[0].weight.grad.to_dense().double())
+            model.zero_grad(set_to_none=True)
+            rec.step()
+    kept, every = rec["0", "param_grad"]["weight"], torch.stack(grads)
+    assert kept["count"] == 3
+    assert torch.allclose(kept["mean"], every.mean(0))
+    assert torch.allclose(kept["var"], every.var(0))
+    assert torch.equal(kept["min"], every.min(0).values)
+    assert torch.equal(kept["max"], every.max(0).values)
+
+
 def test_a_gradient_an_optimizer_in_the_backward_freed_warns_and_records_the_rest() -> None:
     # torch's optimizer-in-backward recipe sets p.grad = None in a hook before the probe's:
     # the whole recording failed

@@ -6,6 +6,8 @@ from typing import Any, Callable, Optional, Union
 
 import torch
 
+from torchgraphrec.probes.stats import strided
+
 __all__ = ["REDUCTIONS", "Reduction", "Reducer", "Entries", "make_reducer", "nbytes_of",
            "FOLDED", "UNDEFINED", "OTHER_SHAPE"]
 
@@ -123,7 +125,8 @@ class _Sum(_Fold):
 
 
 class _Running(Reducer):
-    """Welford's running mean and variance, with elementwise min and max."""
+    """Welford's running mean and variance, with elementwise min and max, of dense values
+    (a sparse gradient is read dense: its moments are every element's)."""
 
     same_shape = True
 
@@ -135,7 +138,7 @@ class _Running(Reducer):
         return self.mean.shape  # type: ignore[union-attr]
 
     def _add(self, value: torch.Tensor) -> None:
-        value = value.double()
+        value = strided(value).double()
         if not self.count:
             self.mean, self.m2 = value.clone(), torch.zeros_like(value)
             self.low, self.high = value.clone(), value.clone()
