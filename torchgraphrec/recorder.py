@@ -336,7 +336,7 @@ def _first_line(error: BaseException, limit: int = 300) -> str:
     """``error`` in one short line (torch's dispatcher errors list every backend): its type
     and first line; the whole error is the CaptureError's cause.
 
-    >>> _first_line(NotImplementedError("no kernel for SparseCPU\n\nCPU: registered at ..."))
+    >>> _first_line(NotImplementedError("no kernel for SparseCPU\\n\\nCPU: registered at ..."))
     "NotImplementedError('no kernel for SparseCPU')"
     """
     text = str(error).strip().split("\n", 1)[0]
