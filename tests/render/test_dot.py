@@ -191,7 +191,8 @@ def test_svg_is_valid_xml_with_stable_ids_and_classes(recordings: dict) -> None:
 
 
 def test_hostile_module_and_type_names_render() -> None:
-    names = ["<lambda>", "a&b", '"x"', "{}", "|", "back\\slash", "trailing\\", "naïve ✓"]
+    names = ["<lambda>", "a&b", '"x"', "{}", "|", "back\\slash", "trailing\\", "naïve ✓",
+             "R&amp;D", "a&lt;b"]  # entities Graphviz would read as & and <
     model = nn.Sequential()
     for index, name in enumerate(names):
         cls = type(f"T{index}{name.strip(chr(92))}".replace(" ", ""), (nn.Linear,), {})

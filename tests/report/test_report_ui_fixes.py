@@ -15,6 +15,7 @@ from torch import nn
 
 import torchgraphrec as tgr
 from models import mlp
+from report.browser import open_page
 from report.reportpage import ROOT, act, drawn_ids, element, loaded_report, state
 from report.walk import in_view, settle
 
@@ -254,4 +255,98 @@ def test_an_option_that_changes_nothing_here_says_why(browser, mlp_recording,
         act(page, page.locator(f'{ROOT} .tgr-opt[data-opt="leaves"]').click)  # this one draws
         assert state(page)["dot"] != drawn
         assert page.text_content(f"{ROOT} .tgr-status") == ""
+    assert loaded.problems == []
+
+
+class _Twice(nn.Module):
+    """One Linear called twice: its second call reads the first's output and its weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(self.lin(x))
+
+
+def test_a_flow_and_a_weight_from_one_module_enter_a_second_call_as_two_lines(
+        browser, tmp_path: Path) -> None:
+    """The page's own layout gave both one port: the flow was drawn as a dashed weight."""
+    torch.manual_seed(0)
+    rec = tgr.record(_Twice(), torch.randn(2, 4))
+    second = next(n for n, a in rec.graph.nodes(data=True)
+                  if a["kind"] == "op" and a["parent"] == "layer:lin#1")
+    flow = [s for s in rec.graph.predecessors(second)
+            if rec.graph.edges[s, second]["kind"] == "flow"]
+    assert flow == ["tensor:1@v0"]  # the truth: the first call's output
+    path = rec.to_html(tmp_path / "twice.html")
+    with loaded_report(browser, path, "#d=all&f=01111&r=TB&v=both") as loaded:
+        page = loaded.page
+        settle(page)
+        parts = _page(page, """(R, edge) => [...document.querySelectorAll('#tgr .tgr-canvas g.edge')]
+            .filter((g) => g.id.startsWith(edge)).map((g) => [g.id,
+              !!g.querySelector('path').getAttribute('stroke-dasharray'),
+              g.querySelectorAll('polygon').length])""", f"e-{flow[0]}--{second}")
+    assert parts, "the flow into the second call is not drawn"
+    assert all(not dashed for _, dashed, _ in parts), parts  # a flow, not a weight
+    assert any(arrows for name, _, arrows in parts if name.endswith("-in"))  # its arrowhead
+    assert loaded.problems == []
+
+
+def test_two_fragments_on_one_page_both_start(browser, mlp_recording, tmp_path: Path) -> None:
+    from torchgraphrec.report.html import report_fragment
+
+    path = tmp_path / "two.html"
+    path.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
+                    + report_fragment(mlp_recording.graph, element_id="one")
+                    + report_fragment(mlp_recording.graph, element_id="two")
+                    + "</body></html>", encoding="utf-8")
+    with open_page(browser, path) as loaded:
+        for root in ("#one", "#two"):
+            loaded.page.wait_for_selector(f"{root}[data-ready][data-engine=ready]",
+                                          timeout=60_000)
+    assert loaded.problems == []
+
+
+def test_parameter_counts_read_as_the_drawing_writes_them(browser, mlp_recording,
+                                                          tmp_path: Path) -> None:
+    from torchgraphrec.text.units import count_text
+
+    path = mlp_recording.to_html(tmp_path / "mlp.html")
+    with loaded_report(browser, path) as loaded:
+        for count in (950, 12_345, 2_000_360_008, 70_553_706_496):
+            said = loaded.page.evaluate("(n) => tgrFormat('num_params', n)", count)
+            assert f"{said} params" == count_text(count)  # 2B params, not 2G
+
+
+def test_a_side_alone_tables_outputs_say_old_to_new(browser, diff_report) -> None:
+    with loaded_report(browser, diff_report) as loaded:
+        page = loaded.page
+        act(page, page.select_option, f"{ROOT} .tgr-side", "a")
+        row = page.locator(f"{ROOT} .tgr-calls tbody tr", has_text="fc1").first
+        cells = row.locator("td").all_text_contents()
+    assert "2×8 → 2×2" in cells  # A's output, then B's, as the params column writes them
+    assert loaded.problems == []
+
+
+def test_a_modules_statistics_on_one_of_its_calls_say_they_are_all_its_calls(
+        browser, tmp_path: Path) -> None:
+    from torchgraphrec import select as S
+
+    torch.manual_seed(0)
+    model = _Twice()
+    with tgr.Recorder(model, probes=[tgr.probe("output", where=S.leaves(), keep="rms")],
+                      graph="first") as rec:
+        model(torch.randn(2, 4)).sum().backward()
+        rec.step()
+    path = rec.recording.to_html(tmp_path / "twice_probes.html", depth=1)
+    with loaded_report(browser, path) as loaded:
+        page = loaded.page
+        second = _page(page, "(R) => R.D.ids.indexOf('layer:lin#1')")
+        page.click(f'{ROOT} .tgr-calls tbody tr[data-node="{second}"]')
+        settle(page)
+        assert state(page)["selected"] == "layer:lin#1"
+        text = page.text_content(f"{ROOT} .tgr-series")
+    assert text.startswith("output.rms over 1 step")
+    assert text.endswith("the module's 2 calls taken together")
     assert loaded.problems == []

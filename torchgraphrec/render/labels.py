@@ -21,19 +21,23 @@ def escape(text: Any) -> str:
     r"""``text`` made safe inside a quoted DOT string.
 
     Backslashes are doubled (the graphviz package passes them through, and Graphviz reads
-    them as escapes); quotes are escaped when the label is quoted.
+    them as escapes); ampersands are written as ``&amp;`` (Graphviz reads ``&lt;`` or
+    ``&amp;`` in a label as the character it names: a module named ``R&amp;D`` was drawn
+    ``R&D``); quotes are escaped when the label is quoted.
 
     >>> escape('a\\b')
     'a\\\\b'
+    >>> escape("R&amp;D & a<b")
+    'R&amp;amp;D &amp; a<b'
     """
-    return str(text).replace("\\", "\\\\")
+    return str(text).replace("\\", "\\\\").replace("&", "&amp;")
 
 
 def join(*lines: str) -> graphviz.nohtml:
     r"""Escaped lines as one DOT label, never read as an HTML-like label (``<lambda>``).
 
     >>> str(join("<lambda>", "a&b"))
-    '<lambda>\\na&b'
+    '<lambda>\\na&amp;b'
     """
     return graphviz.nohtml("\\n".join(escape(line) for line in lines if line != ""))
 

@@ -101,7 +101,15 @@ function tgrDetails(R, i) {
   for (const [key, value, sep] of rows) tgrRow(R, box, key, value, sep);
   tgrActions(R, i);
   tgrRaw(R, i, a);
-  tgrSeries(R, a.probe_series || {});
+  tgrSeries(R, a.probe_series || {}, R.D.kind[i] === "L" ? tgrCallsOf(R, a.qualname) : 1);
+}
+
+/* How many calls of module ``qualname`` the recording holds: probes keep a module's
+   statistics over all of them (probes/annotate.py), which each call's panel shows. */
+function tgrCallsOf(R, qualname) {
+  let count = 0;
+  for (let j = 0; j < R.D.ids.length; j++) if (R.D.kind[j] === "L" && R.info[j].qualname === qualname) count++;
+  return count;
 }
 
 function tgrLayerRows(R, i, a, row, link) {
@@ -219,7 +227,7 @@ function tgrRaw(R, i, a) {
   }
 }
 
-function tgrSeries(R, series) {
+function tgrSeries(R, series, calls = 1) {
   const box = R.$(".tgr-series");
   box.replaceChildren();
   for (const [name, points] of Object.entries(series)) {
@@ -228,7 +236,7 @@ function tgrSeries(R, series) {
     const low = Math.min(...values), high = Math.max(...values), steps = points.map((p) => p[0]);
     const first = Math.min(...steps), span = Math.max(1, Math.max(...steps) - first), width = 260, height = 56;
     const svg = document.createElementNS(R.svg.namespaceURI, "svg");
-    svg.setAttribute("viewBox", `0 0 ${width} ${height + 14}`);
+    svg.setAttribute("viewBox", `0 0 ${width} ${height + (calls > 1 ? 26 : 14)}`);
     svg.setAttribute("class", "tgr-chart");
     const line = document.createElementNS(svg.namespaceURI, "polyline");
     line.setAttribute("points", points.filter((p) => Number.isFinite(p[1])).map((p) =>
@@ -238,6 +246,13 @@ function tgrSeries(R, series) {
     label.setAttribute("y", height + 12);
     label.textContent = `${name} over ${points.length} step${points.length === 1 ? "" : "s"}: ${low.toPrecision(3)} – ${high.toPrecision(3)}`;
     svg.append(line, label);
+    if (calls > 1) {  // a second line: the first is as wide as the chart already
+      const shared = document.createElementNS(svg.namespaceURI, "text");
+      shared.setAttribute("x", 0);
+      shared.setAttribute("y", height + 24);
+      shared.textContent = `the module's ${calls} calls taken together`;
+      svg.append(shared);
+    }
     box.append(svg);
   }
 }

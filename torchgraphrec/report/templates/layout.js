@@ -71,8 +71,10 @@ function tgrLocalEdges(composed, members) {
     const inPort = unlabelled.replace(/ id="([^"]*)"/, ' id="$1-in"');
     const outPort = rankless(unlabelled.replace(/ id="([^"]*)"/, ' id="$1-out"'));
     // a port per element outside the module its part outside leaves or reaches (the part
-    // is one line, drawn once: what it carries enters or leaves at one point)
-    const po = "po" + to, pi = "pi" + from;
+    // is one line, drawn once: what it carries enters or leaves at one point), and per kind
+    // of edge: a weight and a flow from one module (a second call's) are two lines
+    const kind = attrs.includes('class="tgr-param"') ? "_p" : "";
+    const po = "po" + to + kind, pi = "pi" + from + kind;
     for (let at = 1; at < k; at++) {
       const outer = tgrLocalName(upS[at]) + "->" + (at + 1 < k ? po : to);
       add(upS[at], tgrLocalName(upS[at - 1]), port(upS[at], po, outer, "out"), outPort, label, [s, t]);

@@ -22,7 +22,10 @@ function tgrFormat(name, value) {
     }
     return value === 0 ? "0 ms" : `${tgrNumber(value * 1e6)} ns`;
   }
-  for (const [limit, prefix] of [[1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"], [1, ""]]) {
+  // counts of parameters as people say them (text/units.py): 2B params, not 2G
+  const prefixes = unit === "" ? [[1e12, "T"], [1e9, "B"], [1e6, "M"], [1e3, "k"], [1, ""]]
+    : [[1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"], [1, ""]];
+  for (const [limit, prefix] of prefixes) {
     if (Math.abs(value) >= limit * 0.99995) return `${tgrNumber(value / limit)}${unit ? " " : ""}${prefix}${unit}`;
   }
   return `${tgrNumber(value)}${unit ? " " + unit : ""}`;

@@ -77,6 +77,15 @@ function tgrTables(R) {
   tgrTimeline(R);
 }
 
+/* What a diff's changed call had in a text column on side A (its type, its outputs'
+   shapes), or ``undefined``: the column says ``old → new``, as the numbers' do. */
+function tgrWas(R, key, i) {
+  const changes = R.info[i].diff_changes || {};  // a diff's [old, new]
+  if (key === "type" && changes.type) return changes.type[0];
+  if (key === "output" && changes.output_shapes) return changes.output_shapes[0].map(tgrShapeText).join(", ");
+  return undefined;
+}
+
 function tgrCell(R, column, i, high) {
   const cell = document.createElement("td"), value = column.value(i);
   if (column.key === "module") {
@@ -85,8 +94,8 @@ function tgrCell(R, column, i, high) {
   if (!column.number) {
     // long names and many outputs are clipped or wrapped (the whole text on hover): the
     // table fits a 1,400 px window whatever the model
-    const was = column.key === "type" && (R.info[i].diff_changes || {}).type;  // a diff's [old, new]
-    const text = value === undefined ? "" : was ? `${was[0]} → ${value}` : String(value);
+    const text = value === undefined ? "" : tgrWas(R, column.key, i) !== undefined
+      ? `${tgrWas(R, column.key, i)} → ${value}` : String(value);
     if (column.key === "module" || column.key === "type" || column.key === "output") {
       const span = document.createElement("span");
       span.className = `tgr-clip tgr-col-${column.key}`;
@@ -239,7 +248,7 @@ function tgrTimelineBar(R, svg, ns, i, pass, from, to, start, span, scale, piece
    last part (``q_proj``); a number (a ``Sequential``'s) with its type where that fits
    (``0: Linear``); none where not even the name's last part fits. Clicks go through to
    the bar. */
-const TGR_LABEL_CHAR = 5.6;  // px per character of the 10px label font, on the 1000-wide axis
+var TGR_LABEL_CHAR = 5.6;  // px per character of the 10px label font, on the 1000-wide axis
 function tgrBarLabel(R, ns, a, rect, ink) {
   const width = Number(rect.getAttribute("width")) - 4;
   const name = a.qualname || "(model)", short = name.split(".").pop();
