@@ -72,6 +72,26 @@ def _has(module: str, name: str) -> bool:
         return False
 
 
+def _copy_in_given_its_output() -> bool:
+    """Whether FSDP2's ``torch.ops.fsdp.all_gather_copy_in`` is handed the tensor it writes
+    (``all_gather_output``: the schema of torch 2.8 and later; before, it makes it)."""
+    if not _has("torch.distributed.fsdp", "fully_shard"):  # importing it registers the op
+        return False
+    op = getattr(getattr(torch.ops, "fsdp", None), "all_gather_copy_in", None)
+    schema = getattr(getattr(op, "default", None), "_schema", None)
+    return schema is not None and any(a.name == "all_gather_output" for a in schema.arguments)
+
+
+def _grouped_query_attention() -> bool:
+    """Whether ``scaled_dot_product_attention`` takes ``enable_gqa`` (torch 2.5 and later)."""
+    query, kv = torch.zeros(1, 2, 1, 2), torch.zeros(1, 1, 1, 2)
+    try:
+        torch.nn.functional.scaled_dot_product_attention(query, kv, kv, enable_gqa=True)
+    except TypeError:
+        return False
+    return True
+
+
 #: What ``@pytest.mark.needs(name)`` asks of the torch the suite runs on: whether it has it,
 #: and the reason the test is skipped where not.
 NEEDS = {
@@ -99,6 +119,19 @@ NEEDS = {
     "fully_shard": (_has("torch.distributed.fsdp", "fully_shard"),
                     "this torch has no public FSDP2 (torch.distributed.fsdp.fully_shard, "
                     "torch 2.6 and later)"),
+    "grouped_query_attention": (_grouped_query_attention(),
+                                "this torch's scaled_dot_product_attention takes no "
+                                "enable_gqa (grouped-query attention)"),
+    "copy_in_given_its_output": (_copy_in_given_its_output(),
+                                 "this torch's FSDP2 all_gather_copy_in makes its output "
+                                 "(an older schema than the test calls)"),
+    # FSDP2's lazy set-up (the root's first forward) viewed every unit's shards before 2.8
+    # (fsdp/_fully_shard/_fsdp_param.py reset_sharded_param): what a nested unit's
+    # copy-in reads was made in the root's call, so its unshard is drawn op by op there
+    "unit_views_its_shards": (tuple(int(part) for part in
+                                    torch.__version__.split("+")[0].split(".")[:2]) >= (2, 8),
+                              "this torch's FSDP2 views every unit's shards in the root's "
+                              "first forward, so a nested unit's unshard is not one box"),
     "flight_recorder": (_has("torch._C._distributed_c10d", "_dump_fr_trace"),
                         "this torch's gloo process groups keep no flight recorder "
                         "(torch._C._distributed_c10d._dump_fr_trace)"),

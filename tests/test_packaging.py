@@ -48,7 +48,7 @@ def test_the_torch_floor_is_the_oldest_torch_ci_tests() -> None:
     assert oldest.startswith(floor.group(1) + ".") or oldest == floor.group(1)
 
 
-@pytest.mark.parametrize("leg", ["torch-oldest.txt", "torch-newest.txt"])
+@pytest.mark.parametrize("leg", ["torch-oldest.txt", "torch-middle.txt", "torch-newest.txt"])
 def test_the_readme_matrix_names_each_torch_ci_tests(leg: str) -> None:
     version = _pinned(ROOT / ".ci" / leg, "torch")
     readme = (ROOT / "README.rst").read_text()
@@ -60,5 +60,5 @@ def test_the_readme_matrix_names_each_torch_ci_tests(leg: str) -> None:
 def test_ci_runs_each_leg() -> None:
     script = (ROOT / ".ci" / "run").read_text()
     assert "constraints.txt" in script
-    for leg in ("torch-oldest.txt", "torch-newest.txt"):
+    for leg in ("torch-oldest.txt", "torch-middle.txt", "torch-newest.txt"):
         assert f".ci/{leg}" in script

@@ -4,7 +4,8 @@ import os
 import sys
 import warnings
 
-__all__ = ["TorchGraphRecError", "SchemaError", "CaptureError", "SavedBytesNotCounted", "warn"]
+__all__ = ["TorchGraphRecError", "SchemaError", "CaptureError", "SavedBytesNotCounted", "warn",
+           "recorder_failed"]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -24,6 +25,23 @@ class SchemaError(TorchGraphRecError, ValueError):
 
 class CaptureError(TorchGraphRecError, RuntimeError):
     """The recorder itself failed; the user's model was left as it was."""
+
+
+def recorder_failed(error: BaseException, limit: int = 300) -> CaptureError:
+    """The CaptureError saying the recorder failed with ``error``, in one short line: its
+    type and first line (torch's dispatcher errors list every backend); raise it ``from``
+    the error, which keeps the whole of it.
+
+    >>> recorder_failed(NotImplementedError("no kernel for SparseCPU\\n\\nCPU: at ..."))
+    CaptureError("the recorder failed: NotImplementedError('no kernel for SparseCPU')")
+    >>> recorder_failed(AssertionError())
+    CaptureError('the recorder failed: AssertionError()')
+    """
+    text = str(error).strip().split("\n", 1)[0]
+    if len(text) > limit:
+        text = text[:limit - 1] + "…"
+    said = f"{type(error).__name__}({text!r})" if text else f"{type(error).__name__}()"
+    return CaptureError(f"the recorder failed: {said}")
 
 
 class SavedBytesNotCounted(UserWarning):

@@ -12,13 +12,12 @@ from torch import nn
 
 from torchgraphrec._torch import DisableTorchFunction, node_scoped_dispatch_modes
 from torchgraphrec.capture.capture import Capture, check_ops
-from torchgraphrec.capture.collectives import ForwardCollectives
 from torchgraphrec.checks import as_args, as_kwargs, check_flag, check_memory_limit, \
     check_model, check_probes, check_save_dir
 from torchgraphrec.costs import add_costs
 from torchgraphrec.distributed import annotate_shards, backward_not_seen, rank_stamps, \
     save_rank
-from torchgraphrec.errors import CaptureError
+from torchgraphrec.errors import CaptureError, recorder_failed
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.probes.annotate import annotate
 from torchgraphrec.probes.engine import ProbeEngine
@@ -122,7 +121,6 @@ class Recorder:
         self._built_at: Any = None
         self._open = False
         self._stamps: dict[str, Any] = {}  # the rank's, where torch.distributed is initialized
-        self._collectives = ForwardCollectives()
         self._next_save = 0.0  # when a step may write save_dir's file again (perf_counter)
 
     def __enter__(self) -> "Recorder":
@@ -177,16 +175,18 @@ class Recorder:
         if isinstance(failure, CaptureError) and exc is None:
             raise failure
         if failure is not None and exc is None:
-            raise CaptureError(f"the recorder failed: {_first_line(failure)}") from failure
+            raise recorder_failed(failure) from failure
 
     def _while_groups_exist(self) -> None:
         """Read now what the process groups say of this recording (a job destroys them
         before it reads its recording): its collectives' groups, and its rank where the
         group was initialized inside the block."""
-        if self._capture is not None and self._capture.mode is not None:
-            self._collectives.read(self._capture.events.ops)
+        capture = self._capture
+        if capture is not None and capture.mode is not None:
+            capture.collectives.read(capture.events.ops)
         if not self._stamps:
             self._stamps = rank_stamps()
+            self.store.rank = self._stamps.get("rank")
             if self._stamps and self.backward:
                 self._stamps["backward_collectives"] = backward_not_seen(self.ops, late=True)
 
@@ -320,8 +320,8 @@ class Recorder:
             placed = capture.watch.add_nodes(graph, capture.events.t0) \
                 if capture.watch is not None else []
             if capture.mode is not None:
-                self._collectives.read(capture.events.ops)
-            self._collectives.annotate(graph, capture.namer.op_ids, placed)
+                capture.collectives.read(capture.events.ops)
+            capture.collectives.annotate(graph, capture.namer.op_ids, placed)
             annotate(graph, self.store)
         return Recording(graph)
 
@@ -330,19 +330,6 @@ class Recorder:
         """The recorded graph (``self.recording.graph``); read inside a forward, it holds
         the forwards finished so far."""
         return self.recording.graph
-
-
-def _first_line(error: BaseException, limit: int = 300) -> str:
-    """``error`` in one short line (torch's dispatcher errors list every backend): its type
-    and first line; the whole error is the CaptureError's cause.
-
-    >>> _first_line(NotImplementedError("no kernel for SparseCPU\\n\\nCPU: registered at ..."))
-    "NotImplementedError('no kernel for SparseCPU')"
-    """
-    text = str(error).strip().split("\n", 1)[0]
-    if len(text) > limit:
-        text = text[:limit - 1] + "…"
-    return f"{type(error).__name__}({text!r})"
 
 
 def _failed_in_recorder(exc: BaseException) -> bool:

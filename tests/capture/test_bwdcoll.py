@@ -193,7 +193,7 @@ def test_a_group_initialized_inside_the_block_stamps_the_graph_and_says_what_was
         pytest.skip("this torch is built without torch.distributed")
     model, group = nn.Linear(4, 4), one_rank_group(tmp_path)
     try:
-        with tgr.Recorder(model, backward=True) as rec:
+        with tgr.Recorder(model, backward=True, probes=[tgr.probe("output", keep="rms")]) as rec:
             group.__enter__()
             out = model(torch.ones(2, 4))
             dist.all_reduce(out.detach())
@@ -204,6 +204,7 @@ def test_a_group_initialized_inside_the_block_stamps_the_graph_and_says_what_was
     assert stamps == {"rank": None, "world_size": None}  # read before the block ended
     graph = rec.graph
     assert (graph.graph["rank"], graph.graph["world_size"]) == (0, 1)
+    assert set(rec.frame()["rank"]) == {0}  # the probes' rows are the rank's too
     assert graph.graph["backward_collectives"].startswith(
         "not seen: torch.distributed was initialized inside the recording's block")
     assert tgr.validate(graph) is None
@@ -221,3 +222,32 @@ def test_graph_first_keeps_only_the_first_steps_backward_collectives(one_rank) -
     size = sum(p.numel() * p.element_size() for p in model.parameters())
     assert sum(a["comm_bytes"] for a in backward) == size  # one step's all-reduce
     assert {a["parent"] for a in backward} == {"layer:#0"}
+
+
+class OnItsOwnGroup(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.group: Any = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x).detach().clone()
+        dist.all_reduce(y, group=self.group)
+        return y
+
+
+def test_a_group_destroyed_inside_the_block_keeps_its_collectives_attributes(
+        one_rank) -> None:
+    """A subgroup made and destroyed between two steps: the block ends as ever, and the
+    graph still says the group of the collective that ran on it."""
+    model = OnItsOwnGroup()
+    with tgr.Recorder(model) as rec:
+        model.group = dist.new_group([0])
+        name = str(model.group.group_name)
+        model(torch.ones(2, 4))
+        dist.destroy_process_group(model.group)
+        model.group = None
+        model(torch.ones(2, 4))
+    found = [(a["group_name"], a["group_ranks"], a["coll_seq"]) for a in _collectives(rec.graph)]
+    world = str(dist.group.WORLD.group_name)
+    assert found == [(name, (0,), 0), (world, (0,), 0)]

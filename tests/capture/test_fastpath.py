@@ -200,6 +200,33 @@ def test_a_scripted_submodule_is_recorded_at_the_aten_level(grad: bool) -> None:
     assert nx.has_path(graph, "param:scripted.0.weight", output)
 
 
+class _ReadsItsWeightDetached(nn.Module):
+    """Reads its weight through a detached alias TorchScript hands over, as torch 2.7's
+    dispatcher hands a scripted module's callers a detach no mode saw."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.alias = self.lin.weight.detach()  # the weight's memory, no op between
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.alias.t()
+
+
+@pytest.mark.needs("global_hook_kwargs")
+def test_a_parameters_memory_read_unseen_at_the_aten_level_is_that_parameter() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(torch.jit.script(_ReadsItsWeightDetached()))
+    graph = tgr.record(model, torch.randn(3, 4)).graph
+    [output] = graph.nodes["layer:0#0"]["outputs"]
+    # the truth: the alias is the weight's memory, the same elements read the same way
+    assert model[0].alias.data_ptr() == model[0].lin.weight.data_ptr()
+    assert nx.has_path(graph, "param:0.lin.weight", output)
+    constants = [a for a in nodes_of(graph, "tensor").values() if a.get("role") == "constant"]
+    assert constants == []
+    assert graph.nodes["param:0.lin.weight"]["requires_grad"] is True  # the parameter's
+
+
 class _CacheWriter(nn.Module):
     def forward(self, cache: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
         cache[:, 1].copy_(key)

@@ -235,3 +235,55 @@ def test_a_product_of_strided_nested_tensors_records_with_flops(mode: str) -> No
         recording = tgr.record(_NestedProduct(), (a, b), flops=True)
     assert all(torch.equal(x, y) for x, y in zip(recording.output.unbind(), expected.unbind()))
     tgr.validate(recording.graph)
+
+
+class Attention(nn.Module):
+    def __init__(self, grouped: bool = False) -> None:
+        super().__init__()
+        self.grouped = grouped  # enable_gqa: torch 2.5 and later
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, **({"enable_gqa": True} if self.grouped
+                                                           else {}))
+
+
+def _qkv(kv_heads: int = 2) -> tuple[torch.Tensor, ...]:
+    torch.manual_seed(0)  # four query heads
+    return (torch.randn(1, 4, 8, 16), torch.randn(1, kv_heads, 8, 16),
+            torch.randn(1, kv_heads, 8, 16))
+
+
+@pytest.mark.needs("grouped_query_attention")
+@pytest.mark.parametrize("backward", [False, True])
+def test_grouped_query_attention_counts_as_the_query_heads_matmuls(backward: bool) -> None:
+    """torch 2.10's CPU kernel takes fewer key/value heads than query heads, which
+    sdpa_flop_count before torch 2.13 refuses (record(flops=True) raised in the forward)."""
+    q, k, v = _qkv()
+    if backward:  # all three: every kernel computes each gradient then
+        for tensor in (q, k, v):
+            tensor.requires_grad_()
+    graph = tgr.record(Attention(grouped=True), (q, k, v), flops=True, backward=backward).graph
+    batch, heads, length, dim = q.shape
+    # the truth, by hand: scores q @ kᵀ and output scores @ v, per query head
+    each = 2 * (2 * batch * heads * length * length * dim)
+    assert graph.nodes["layer:#0"]["flops"] == each
+    if backward:  # the gradients of both products, two each: twice the forward
+        assert graph.nodes["layer:#0"]["backward_flops"] == 2 * each
+
+
+def test_a_formula_that_raises_fails_the_recording_not_the_forward(monkeypatch) -> None:
+    from helpers import hook_state
+
+    def refuses(*args: Any) -> int:  # as torch 2.10's sdpa_flop_count did on these shapes
+        raise AssertionError("sdpa_flop_count: query/key/value shapes are incompatible")
+
+    # every op the FLOP mode counts (attention is counted there, whatever the kernel)
+    monkeypatch.setattr(mode, "formula_of", lambda func: refuses)
+    model, ran = Attention(), []
+    model.register_forward_hook(lambda *_: ran.append(True))
+    before = hook_state(model)
+    with pytest.raises(tgr.CaptureError, match=r"^the recorder failed: AssertionError\("
+                                               r"'sdpa_flop_count: query/key/value"):
+        tgr.record(model, _qkv(kv_heads=4), flops=True)
+    assert ran == [True]  # the forward ran to its end
+    assert hook_state(model) == before

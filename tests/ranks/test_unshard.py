@@ -109,6 +109,7 @@ def _names(graph: nx.DiGraph, nodes: list[str]) -> list[str]:
 
 
 @pytest.mark.needs("fully_shard")
+@pytest.mark.needs("unit_views_its_shards")
 def test_each_unit_is_one_all_gather_box_feeding_its_parameters(ranks) -> None:
     for found in ranks("fsdp_units"):
         graph = _graph(found)
@@ -130,6 +131,7 @@ def test_each_unit_is_one_all_gather_box_feeding_its_parameters(ranks) -> None:
 
 
 @pytest.mark.needs("fully_shard")
+@pytest.mark.needs("unit_views_its_shards")
 def test_unfolded_every_unit_has_its_box(ranks) -> None:
     graph = _graph(ranks("fsdp_units")[0])
     view = build_view(graph, RenderOptions(fold_repeats=False, include_params=True,

@@ -203,6 +203,7 @@ class _Unsharding(nn.Module):
 
 
 @pytest.mark.needs("fully_shard")
+@pytest.mark.needs("copy_in_given_its_output")
 @pytest.mark.parametrize("include_ops", [True, "all"])
 def test_fsdp_unshard_boxes_have_their_details(include_ops, tmp_path: Path) -> None:
     import torch.distributed.fsdp  # noqa: F401  registers torch.ops.fsdp
@@ -259,6 +260,7 @@ def test_show_displays_with_the_given_options(recording, monkeypatch) -> None:
 
 
 @pytest.mark.needs("fully_shard")
+@pytest.mark.needs("copy_in_given_its_output")
 def test_an_unshard_box_times_the_whole_unshard() -> None:
     import torch.distributed.fsdp  # noqa: F401  registers torch.ops.fsdp
 

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import torchgraphrec as tgr
-from models import mlp
+from models import ReusedModule, mlp
 from report.browser import open_page
 from report.reportpage import ROOT, act, drawn_ids, element, loaded_report, state
 from report.walk import in_view, settle
@@ -258,28 +258,17 @@ def test_an_option_that_changes_nothing_here_says_why(browser, mlp_recording,
     assert loaded.problems == []
 
 
-class _Twice(nn.Module):
-    """One Linear called twice: its second call reads the first's output and its weight."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(4, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.lin(self.lin(x))
-
-
 def test_a_flow_and_a_weight_from_one_module_enter_a_second_call_as_two_lines(
         browser, tmp_path: Path) -> None:
     """The page's own layout gave both one port: the flow was drawn as a dashed weight."""
     torch.manual_seed(0)
-    rec = tgr.record(_Twice(), torch.randn(2, 4))
+    rec = tgr.record(ReusedModule(), torch.randn(2, 5))  # shared(tanh(shared(shared(x))))
     second = next(n for n, a in rec.graph.nodes(data=True)
-                  if a["kind"] == "op" and a["parent"] == "layer:lin#1")
+                  if a["kind"] == "op" and a["parent"] == "layer:shared#1")
     flow = [s for s in rec.graph.predecessors(second)
             if rec.graph.edges[s, second]["kind"] == "flow"]
-    assert flow == ["tensor:1@v0"]  # the truth: the first call's output
-    path = rec.to_html(tmp_path / "twice.html")
+    assert flow == list(rec.graph.nodes["layer:shared#0"]["outputs"])  # the first call's output
+    path = rec.to_html(tmp_path / "reused.html")
     with loaded_report(browser, path, "#d=all&f=01111&r=TB&v=both") as loaded:
         page = loaded.page
         settle(page)
@@ -334,19 +323,24 @@ def test_a_modules_statistics_on_one_of_its_calls_say_they_are_all_its_calls(
     from torchgraphrec import select as S
 
     torch.manual_seed(0)
-    model = _Twice()
-    with tgr.Recorder(model, probes=[tgr.probe("output", where=S.leaves(), keep="rms")],
-                      graph="first") as rec:
-        model(torch.randn(2, 4)).sum().backward()
-        rec.step()
-    path = rec.recording.to_html(tmp_path / "twice_probes.html", depth=1)
+    model = nn.Sequential(ReusedModule(), nn.Tanh())  # a Linear called three times a forward
+    with tgr.Recorder(model, probes=[tgr.probe("output", where=S.leaves(), keep="rms")]) as rec:
+        for _ in range(2):
+            model(torch.randn(2, 5)).sum().backward()
+            rec.step()
+    path = rec.recording.to_html(tmp_path / "reused_probes.html", depth=1)
     with loaded_report(browser, path) as loaded:
         page = loaded.page
-        second = _page(page, "(R) => R.D.ids.indexOf('layer:lin#1')")
-        page.click(f'{ROOT} .tgr-calls tbody tr[data-node="{second}"]')
-        settle(page)
-        assert state(page)["selected"] == "layer:lin#1"
-        text = page.text_content(f"{ROOT} .tgr-series")
-    assert text.startswith("output.rms over 1 step")
-    assert text.endswith("the module's 2 calls taken together")
+        texts = []
+        for node in ("layer:0.shared#4", "layer:1#1"):  # the second step's
+            index = _page(page, f"(R) => R.D.ids.indexOf('{node}')")
+            page.click(f'{ROOT} .tgr-calls tbody tr[data-node="{index}"]')
+            settle(page)
+            assert state(page)["selected"] == node
+            texts.append(page.text_content(f"{ROOT} .tgr-series"))
+    # each step's point is the mean over that step's three calls of the Linear (the Tanh,
+    # called once a forward, says nothing more)
+    assert texts[0] == "output.rms over 2 steps: " + texts[0].split(": ")[1].split("the")[0] \
+        + "the module's 3 calls a forward taken together"
+    assert "calls" not in texts[1] and texts[1].startswith("output.rms over 2 steps")
     assert loaded.problems == []

@@ -178,6 +178,10 @@ class BackwardCollectives:
             self._end()
         finally:
             self.forward.leave()
+        try:  # while their process groups exist: a job may destroy one before the next step
+            self.capture.collectives.read(self.capture.events.ops)
+        except Exception as exc:  # a recorder bug must never break the user's forward
+            self.capture.tracker.fail(exc)
 
     def detach(self) -> None:
         """Remove every hook; safe to call twice."""
@@ -224,10 +228,10 @@ class BackwardCollectives:
 
     def _in_root(self, *_: Any) -> None:
         """A parameter's accumulator (DDP's reducer) or the final callbacks (FSDP2's root):
-        what they run belongs to the top-level call, in a backward a recorded call's output
-        gradient reached (an accumulator DDP keeps is also run by the backwards of forwards
-        not recorded: ``graph="first"``'s later steps)."""
-        if graph_task_id() != self._task:
+        what they run belongs to the top-level call. Under ``graph="first"``, only in a
+        backward a recorded call's output gradient reached: an accumulator DDP keeps is also
+        run by the backwards of the later steps' forwards, which are not recorded."""
+        if self.capture.first_only and graph_task_id() != self._task:
             return
         self.where = self.root
         self._push()

@@ -15,6 +15,7 @@ from torchgraphrec.capture.build import build_graph
 from torchgraphrec.capture.bwdcoll import BackwardCollectives
 from torchgraphrec.capture.calibrate import dispatch_costs
 from torchgraphrec.capture.calls import CallTracker
+from torchgraphrec.capture.collectives import ForwardCollectives
 from torchgraphrec.capture.events import OP_NUMBER, Events
 from torchgraphrec.capture.fastpath import ATEN_LEVEL_TYPES, AtenMode, FastPathSwitch
 from torchgraphrec.capture.flops.counts import FlopCounts
@@ -91,6 +92,7 @@ class Capture:
                                           self._costs_follow)
         self.tracker.keep_grad_fns = backward and self.ops == "torch"
         self.first_only = first_only
+        self.collectives = ForwardCollectives()  # read at each forward's end (the watch's)
         self.growth = Growth(self.table, self._registered, self.tracker.adopt)
         self._gc: gc_paused | None = None
         self._headroom: RecursionHeadroom | None = None

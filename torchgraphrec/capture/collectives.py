@@ -94,7 +94,7 @@ def group_attrs(group: Any) -> dict[str, Any]:
     found: dict[str, Any] = {"group_name": str(getattr(group, "group_name", ""))}
     try:
         found["group_ranks"] = tuple(int(r) for r in dist.get_process_group_ranks(group))
-    except (RuntimeError, ValueError, AttributeError):  # not initialized any more, say
+    except (RuntimeError, ValueError, AttributeError, LookupError):  # destroyed, say
         found["group_ranks"] = ()
     return found
 

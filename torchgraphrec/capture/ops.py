@@ -276,7 +276,8 @@ class OpRecorder:
                     try:  # unknown() at once for the usual unknown: a parameter's first use
                         refs.append(self._producer(tensor, versions[position], call, t0, entry)
                                     if entry is not None else self.state.unknown(
-                                        tensor, versions[position], call, t0, "constant"))
+                                        tensor, versions[position], call, t0, "constant",
+                                        held is not None))
                     except Uninitialized:  # a lazy module materializing its parameters
                         return out
                 position += 1
@@ -353,7 +354,7 @@ class OpRecorder:
             written = values.written(tensor, version, entry)
             if written is not None:
                 return written[ENTRY_REF]
-        return self.state.unknown(tensor, version, call, t, "constant")
+        return self.state.unknown(tensor, version, call, t, "constant", self._held is not None)
 
 
 class OpMode(OpRecorder, TorchFunctionMode):

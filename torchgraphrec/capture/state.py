@@ -131,15 +131,22 @@ class CaptureState:
         return index
 
     def unknown(self, tensor: torch.Tensor, version: int, call: int, t: int,
-                role: str | None) -> Ref:
+                role: str | None, aliases: bool = False) -> Ref:
         """The producer of a value no recorded op or boundary made (an earlier forward's
         values are in :attr:`values`): the model's own parameter or buffer, or a new tensor
-        node with ``role`` (``input``, ``constant``, or ``None`` for one a call produced)."""
+        node with ``role`` (``input``, ``constant``, or ``None`` for one a call produced).
+        With ``aliases`` (the ATen level, where a detach may go unseen), a tensor that is a
+        parameter's memory exactly is that parameter."""
         table = self.table
         node = table.tensor_ids.get(id(tensor))
         if node is None and table.swaps and self.stack:
             calls = self.events.calls
             node = table.swapped_in(tensor, [calls[call].module for call in self.stack])
+        described = tensor
+        if node is None and aliases and self.stack:
+            found = table.aliased_in(tensor, self.events.calls[self.stack[-1]].module)
+            if found is not None:  # described by the parameter, if it is its first use
+                node, described = found
         if node is not None:
             # the type first: is_lazy's isinstance costs more, at each parameter's first use
             if type(tensor) not in _NOT_LAZY and is_lazy(tensor):
@@ -147,8 +154,8 @@ class CaptureState:
             events = self.events
             if node not in events.params:  # described as the forward first used it
                 events.seq += 1
-                events.params[node] = (call, events.seq, tensor.shape, tensor.dtype,
-                                       tensor.requires_grad)
+                events.params[node] = (call, events.seq, described.shape, described.dtype,
+                                       described.requires_grad)
             self.values.set(tensor, version, node, None)
             return node
         if self.links is not None:

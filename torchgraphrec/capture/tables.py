@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
@@ -156,6 +157,21 @@ class ModuleTable:
                     return node_id
         return None
 
+    def aliased_in(self, tensor: Any, module: int) -> Any:
+        """``(param node id, parameter)`` of the parameter of module ``module`` (its subtree)
+        whose memory ``tensor`` is, exactly: a detached alias no op made visibly
+        (TorchScript detaches its inputs; torch 2.7 hands the caller another tensor than the
+        dispatch mode saw). ``None`` for any other tensor, and for tensors without memory
+        (meta, wrappers)."""
+        key = _memory(tensor)
+        if key is None:
+            return None
+        for param in self.modules[module].parameters():
+            if param is not tensor and _memory(param) == key:
+                node = self.tensor_ids.get(id(param))
+                return (node, param) if node is not None else None
+        return None
+
     def settings(self, index: int) -> str:
         """The module's ``extra_repr()`` on one line (``""`` if it has none or it fails).
 
@@ -275,3 +291,21 @@ def _with_parents(named: list[tuple[str, nn.Module]]) -> list[tuple[str, nn.Modu
         positions[qualname] = len(found)
         found.append((qualname, module, parent))
     return found
+
+
+def _memory(tensor: Any) -> Any:
+    """Where ``tensor``'s elements are and how it reads them, or ``None`` where it has no
+    memory of its own to compare (a meta tensor's address is 0 for all).
+
+    >>> w = torch.ones(2, 3)
+    >>> _memory(w.detach()) == _memory(w), _memory(w.t()) == _memory(w)
+    (True, False)
+    """
+    try:
+        address = tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError, AttributeError):
+        return None
+    if not address:
+        return None
+    return (address, tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride()),
+            tensor.dtype, tensor.device)

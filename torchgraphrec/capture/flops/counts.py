@@ -31,7 +31,7 @@ class FlopCounts:
         self._ops, self._tracker, self._backward = ops, tracker, backward
         self.by_op: dict[int, int] = {}  # op index -> FLOPs (the counting op mode adds too)
         self.backward: dict[str, int] = {}  # op id -> FLOPs of its backward
-        self.aside = ModeAside(FlopMode(self._add, clock), clock)
+        self.aside = ModeAside(FlopMode(self._add, clock, tracker.fail), clock)
 
     def start(self) -> None:
         """Enter the FLOP mode."""

@@ -51,9 +51,24 @@ def _encoder_layer(args: tuple, kwargs: dict, out: Any) -> int:
     return _attention_flops(src, src, embed, heads, True) + 4 * tokens * embed * inner
 
 
+def _sdpa_flops(query: Any, key: Any, value: Any) -> int:
+    """``sdpa_flop_count`` of these shapes, grouped-query attention's too: the kernel gives
+    each query head its group's key and value, which counts as key and value of the query's
+    head count (torch before 2.13 counts equal head counts only, and raises otherwise).
+
+    >>> q, kv = torch.ones(1, 4, 8, 16), torch.ones(1, 2, 8, 16)
+    >>> _sdpa_flops(q, kv, kv) == flop_counter.sdpa_flop_count(q.shape, q.shape, q.shape)
+    True
+    """
+    heads = query.shape[-3]
+    key_shape, value_shape = list(key.shape), list(value.shape)
+    key_shape[-3] = value_shape[-3] = heads
+    return flop_counter.sdpa_flop_count(query.shape, key_shape, value_shape)
+
+
 def _cpu_attention(args: tuple, kwargs: dict, out: Any) -> int:
     query, key, value = args[:3]
-    return flop_counter.sdpa_flop_count(query.shape, key.shape, value.shape)
+    return _sdpa_flops(query, key, value)
 
 
 def _cpu_attention_backward(args: tuple, kwargs: dict, out: Any) -> int:
@@ -61,7 +76,7 @@ def _cpu_attention_backward(args: tuple, kwargs: dict, out: Any) -> int:
     # key's and value's, which this kernel computes also where autograd needs only some
     # (torch's formula for the fused GPU kernels adds their recomputation of the scores)
     grad_out, query, key, value = args[:4]
-    return 2 * flop_counter.sdpa_flop_count(query.shape, key.shape, value.shape)
+    return 2 * _sdpa_flops(query, key, value)
 
 
 def _grouped_mm(args: tuple, kwargs: dict, out: Any) -> int:

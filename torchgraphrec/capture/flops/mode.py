@@ -42,9 +42,10 @@ class FlopMode(TorchDispatchMode):
     decomposition runs on meta tensors of the arguments' shapes to be counted, and the
     op's own kernel runs for the result."""
 
-    def __init__(self, add: Callable[[int], None], clock: Clock) -> None:
+    def __init__(self, add: Callable[[int], None], clock: Clock,
+                 on_failure: Callable[[BaseException], Any]) -> None:
         super().__init__()
-        self.add = add
+        self.add, self.on_failure = add, on_failure
         self.clock = clock
         self.cost = dispatch_mode_cost()  # of reaching this handler and back
         self._plans: dict[Any, Any] = {}  # ATen op -> _PASS or (decomposable, formula)
@@ -78,6 +79,8 @@ class FlopMode(TorchDispatchMode):
                     if types_sharded(types) else formula(args, kwargs, out)
                 if count:
                     self.add(count)
+        except Exception as exc:  # a formula's failure must never break the user's forward
+            self.on_failure(exc)
         finally:
             clock.spent += _now() - returned
         return out

@@ -101,14 +101,19 @@ function tgrDetails(R, i) {
   for (const [key, value, sep] of rows) tgrRow(R, box, key, value, sep);
   tgrActions(R, i);
   tgrRaw(R, i, a);
-  tgrSeries(R, a.probe_series || {}, R.D.kind[i] === "L" ? tgrCallsOf(R, a.qualname) : 1);
+  tgrSeries(R, a.probe_series || {}, R.D.kind[i] === "L" ? tgrCallsInForward(R, i) : 1);
 }
 
-/* How many calls of module ``qualname`` the recording holds: probes keep a module's
-   statistics over all of them (probes/annotate.py), which each call's panel shows. */
-function tgrCallsOf(R, qualname) {
+/* How many calls of call ``i``'s module the forward it is in made: a step's statistics
+   of a module are over its calls in that step (probes/annotate.py), which each call's
+   panel shows. */
+function tgrCallsInForward(R, i) {
+  const {D} = R, top = (j) => { while (D.parent[j] >= 0) j = D.parent[j]; return j; };
+  const root = top(i), qualname = R.info[i].qualname;
   let count = 0;
-  for (let j = 0; j < R.D.ids.length; j++) if (R.D.kind[j] === "L" && R.info[j].qualname === qualname) count++;
+  for (let j = 0; j < D.ids.length; j++) {
+    if (D.kind[j] === "L" && R.info[j].qualname === qualname && top(j) === root) count++;
+  }
   return count;
 }
 
@@ -250,7 +255,7 @@ function tgrSeries(R, series, calls = 1) {
       const shared = document.createElementNS(svg.namespaceURI, "text");
       shared.setAttribute("x", 0);
       shared.setAttribute("y", height + 24);
-      shared.textContent = `the module's ${calls} calls taken together`;
+      shared.textContent = `the module's ${calls} calls a forward taken together`;
       svg.append(shared);
     }
     box.append(svg);
