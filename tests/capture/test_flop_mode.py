@@ -267,8 +267,15 @@ def test_grouped_query_attention_counts_as_the_query_heads_matmuls(backward: boo
     # the truth, by hand: scores q @ kᵀ and output scores @ v, per query head
     each = 2 * (2 * batch * heads * length * length * dim)
     assert graph.nodes["layer:#0"]["flops"] == each
-    if backward:  # the gradients of both products, two each: twice the forward
-        assert graph.nodes["layer:#0"]["backward_flops"] == 2 * each
+    if backward:
+        # PyTorch's own formula where it has one for this kernel (torch 2.15: it counts the
+        # scores recomputed too); else ours, the gradients of both products: two each
+        q, k, v = (tensor.detach().requires_grad_() for tensor in _qkv())
+        out = Attention(grouped=True)(q, k, v)
+        with FlopCounterMode(display=False) as counter:
+            out.sum().backward()
+        expected = counter.get_total_flops() or 2 * each
+        assert graph.nodes["layer:#0"]["backward_flops"] == expected
 
 
 def test_a_formula_that_raises_fails_the_recording_not_the_forward(monkeypatch) -> None:
