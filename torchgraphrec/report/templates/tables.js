@@ -94,8 +94,8 @@ function tgrCell(R, column, i, high) {
   if (!column.number) {
     // long names and many outputs are clipped or wrapped (the whole text on hover): the
     // table fits a 1,400 px window whatever the model
-    const text = value === undefined ? "" : tgrWas(R, column.key, i) !== undefined
-      ? `${tgrWas(R, column.key, i)} → ${value}` : String(value);
+    const was = tgrWas(R, column.key, i);
+    const text = value === undefined ? "" : was !== undefined ? `${was} → ${value}` : String(value);
     if (column.key === "module" || column.key === "type" || column.key === "output") {
       const span = document.createElement("span");
       span.className = `tgr-clip tgr-col-${column.key}`;
