@@ -121,3 +121,19 @@ def test_a_changed_calls_details_speak_of_shapes_not_tensor_ids(browser, tmp_pat
     assert rows["compared"] == "changed"
     assert "tensor:" not in " ".join(rows.values())
     assert loaded.problems == []
+
+
+def test_a_changed_calls_own_parameters_read_old_to_new(browser, tmp_path: Path) -> None:
+    # "its own" listed side B's shapes alone, with nothing saying they changed
+    torch.manual_seed(0)
+    x = torch.randn(3, 8)
+    old = tgr.record(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU()), x)
+    new = tgr.record(torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU()), x)
+    with loaded_report(browser, tgr.diff(old, new).render(tmp_path / "diff.html")) as loaded:
+        element(loaded.page, "layer:0#0", "n").click()
+        rows = dict(zip(
+            loaded.page.locator(f"{ROOT} .tgr-row > span:first-child").all_text_contents(),
+            loaded.page.locator(f"{ROOT} .tgr-row > span:last-child").all_text_contents()))
+    assert rows["its own"] == "weight 16×8 → 32×8, bias 16 → 32"
+    assert rows["parameters"] == "144 → 288"
+    assert loaded.problems == []

@@ -25,6 +25,12 @@ function tgrShowCanvas(R) {
 
 function tgrShapeText(shape) { return shape && shape.length ? shape.join("×") : "scalar"; }
 
+/* A parameter's shape, ``old → new`` where a diff changed it (the union holds side B's). */
+function tgrParamShapeText(R, p) {
+  const changed = (R.info[p].diff_changes || {}).shape;
+  return changed ? changed.map(tgrShapeText).join(" → ") : tgrShapeText(R.info[p].shape);
+}
+
 function tgrTensorText(R, t) {
   const a = R.info[t] || {};
   if (!a.shape) return a.qualname || R.D.ids[t];
@@ -133,8 +139,8 @@ function tgrLayerRows(R, i, a, row, link) {
   row("parameters", a.num_params ? a.num_params.toLocaleString("en") + (a.call_index ? " (shared by every call)" : "")
     : others.length ? "none of its own" : "none");
   const own = tgrParamsOf(R, a.qualname);
-  if (own.length) row("its own", own.map((p) => `${R.info[p].qualname.split(".").pop()} ${tgrShapeText(R.info[p].shape)}`).join(", "));
-  if (others.length) row("also reads", others.map((p) => ({link: p, text: `${R.info[p].qualname} ${tgrShapeText(R.info[p].shape)}`})));
+  if (own.length) row("its own", own.map((p) => `${R.info[p].qualname.split(".").pop()} ${tgrParamShapeText(R, p)}`).join(", "));
+  if (others.length) row("also reads", others.map((p) => ({link: p, text: `${R.info[p].qualname} ${tgrParamShapeText(R, p)}`})));
   const run = tgrFoldedRunOf(R, i);
   if (run !== undefined) row("drawn for", `${R.P.D.runs[run].count} repeats of this block, folded into one`);
   if (a.training === false) row("mode", "eval");
