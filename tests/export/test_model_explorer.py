@@ -150,6 +150,37 @@ def test_repeated_calls_and_clashing_names_get_their_own_layers() -> None:
         "", "shared#1: Linear", "shared#2: Linear", "shared: Linear"]
 
 
+@pytest.mark.parametrize("order", [("x", "x", "x#1"), ("x", "x#1", "x")])
+def test_a_name_holding_a_hash_never_merges_with_another_call(order: tuple) -> None:
+    # d["x#1"]'s call and d.x's second call were both the layer "d.x#1: Linear": their ops
+    # in one layer, one side panel written over by the other
+    import torch
+
+    class Hashed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.d = torch.nn.ModuleDict({"x": torch.nn.Linear(4, 4),
+                                          "x#1": torch.nn.Linear(4, 4)})
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for key in order:
+                x = self.d[key](x)
+            return x
+
+    graph = tgr.record(Hashed(), torch.randn(2, 4)).graph
+    [document] = json.loads(to_model_explorer(graph))["graphs"]
+    nodes = {node["id"]: node for node in document["nodes"]}
+    layers = [n for n, a in nodes_of(graph, "layer").items() if a["depth"] == 1]
+    spaces = {}
+    for layer in layers:
+        [op] = [n for n, a in nodes_of(graph, "op").items() if a["parent"] == layer]
+        spaces[layer] = nodes[op]["namespace"]
+        attrs = document["groupNodeAttributes"][spaces[layer]]
+        assert (attrs["qualname"], attrs["call_index"]) == (
+            graph.nodes[layer]["qualname"], str(graph.nodes[layer]["call_index"]))
+    assert len(set(spaces.values())) == len(layers) == 3, spaces
+
+
 def test_no_node_is_pinned_to_the_top_of_its_layer(written) -> None:
     # Model Explorer keeps one pinned node per layer (the last), lays out neither it nor
     # the layer's edges that touch it, and lays out none outside a layer: of a weight and

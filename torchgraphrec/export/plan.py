@@ -98,7 +98,9 @@ class Plan:
                 clash = clashes[short[node], attrs["call_index"]] > 1 if outer else \
                     len(modules[short[node]]) > 1 and attrs["qualname"] != ""
                 name = attrs["qualname"] if clash else short[node]
-                name += f"#{attrs['call_index']}" if attrs["call_index"] else ""
+                # a name with a "#" of its own ("x#1", beside x's second call "x#1") has its
+                # call number always, as the layer's id has it
+                name += f"#{attrs['call_index']}" if attrs["call_index"] or "#" in name else ""
                 names[node] = f"{name}: {attrs['type']}" if outer or clash else name
                 part = namespace_part(names[node])
                 paths.setdefault(node, "/".join(filter(None, (paths[parent], part))))
