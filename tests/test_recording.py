@@ -306,6 +306,61 @@ def test_no_activation_is_kept_alive(backward: bool) -> None:
     assert recording.graph.number_of_nodes() > 0
 
 
+class _FastAndPlain(torch.nn.Module):
+    """A fast-path module (the ATen-level mode and the switch) beside plain ones."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.enc = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.enc(self.lin(x).relu()).sum()
+
+
+def _recorded_and_dropped(how: str, options: dict) -> weakref.ref:
+    """Record a new model, drop every reference to it and to the recording, and return a
+    weak reference to the model."""
+    model = _FastAndPlain()
+    x = torch.randn(1, 3, 8)
+    if how == "record":
+        recording = tgr.record(model, x, **options)
+    else:
+        with tgr.Recorder(model, **options) as recorder:
+            out = model(x)
+            if options.get("backward"):
+                out.backward()
+            out = None
+        recording = recorder.recording
+        del recorder
+    assert recording.graph.number_of_nodes() > 0
+    gone = weakref.ref(model)
+    del model, recording
+    return gone
+
+
+@pytest.mark.parametrize("how, options", [
+    ("record", {}), ("record", {"ops": "autograd"}), ("record", {"ops": None}),
+    ("record", {"backward": True, "flops": True, "memory": True}),
+    ("recorder", {}), ("recorder", {"graph": "first", "flops": True}),
+    ("recorder", {"backward": True, "probes": [tgr.probe("output"), tgr.probe("grad_output")]}),
+])
+def test_a_dropped_model_is_freed_at_once(how: str, options: dict) -> None:
+    # the recorder's parts called back their owners through bound methods, a reference
+    # cycle: a model (its parameters on a GPU) outlived the user's last reference to it and
+    # to its recording until the cyclic collector ran
+    _recorded_and_dropped(how, options)  # torch's lazy imports, which leave cycles of their own
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        gone = _recorded_and_dropped(how, options)
+        assert gone() is None
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def test_recorder_numbers_repeated_calls() -> None:
     case = fresh("mlp")
     with tgr.Recorder(case.model) as rec:

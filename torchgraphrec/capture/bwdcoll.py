@@ -12,6 +12,7 @@ while a forward is recorded (see :mod:`~torchgraphrec.capture.fwdcoll`).
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any, Optional
 
 import networkx as nx
@@ -142,7 +143,7 @@ class BackwardCollectives:
     """
 
     def __init__(self, capture: Any, *, backward: bool = True) -> None:
-        self.capture = capture
+        self.capture = weakref.proxy(capture)  # which holds this watch: no cycle with it
         self.backward = backward
         self.clock = capture.state.clock
         self.ops = _overloads()

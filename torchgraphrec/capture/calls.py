@@ -23,6 +23,7 @@ from torchgraphrec.capture.rootcall import RootCall
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, grad_fn_of
+from torchgraphrec.capture.weakcall import weak_method
 
 __all__ = ["CallTracker"]
 
@@ -84,7 +85,7 @@ class CallTracker:
         # a cycle through autograd that the collector cannot see, and the model for good
         self._notes: set[str] = set()
         #: where the forward's top-level call runs; a forward cut short ends as it goes
-        self._root = RootCall(self._ended_unseen)
+        self._root = RootCall(weak_method(self._ended_unseen))  # no cycle with it
         # what reaching a hook costs (see Clock): a quarter of it is spent before the hook
         # runs, half around it, as read once here rather than in every hook
         self._quarter = state.clock.costs.call >> 2

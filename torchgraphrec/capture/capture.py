@@ -31,6 +31,7 @@ from torchgraphrec.capture.shardlinks import ShardLinks, has_dtensors, move_pend
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.tables import ModuleTable
 from torchgraphrec.capture.values import grad_fn_of
+from torchgraphrec.capture.weakcall import weak_method
 from torchgraphrec.errors import warn
 from torchgraphrec.gcpause import gc_paused
 from torchgraphrec.schema import OpsMode
@@ -76,7 +77,8 @@ class Capture:
         self.state = CaptureState(self.table, self.events, autograd=self.ops == "autograd")
         self.state.clock.use_costs(dispatch_costs())  # before the modes read them
         self.namer = Namer(self.table, self.events, self.state.nested)
-        self.tracker = CallTracker(self.state, self._begin, self._end,
+        # the parts call back through weak references: see weak_method
+        self.tracker = CallTracker(self.state, weak_method(self._begin), weak_method(self._end),
                                    "constant" if self.ops == "torch" else None)
         self.tracker.call_edges = self.ops == "none"
         self.clock = BackwardClock(self.state.clock) if backward else None
@@ -88,12 +90,13 @@ class Capture:
         self.costs: OpCosts | None = None
         if self.ops == "torch":
             self._make_op_modes(flops, memory)
-            self.state.links = ShardLinks(self.state, has_dtensors(self.table.parameters()),
-                                          self._costs_follow)
+            self.state.links = ShardLinks(self.state.values, self.events,
+                                          has_dtensors(self.table.parameters()),
+                                          weak_method(self._costs_follow))
         self.tracker.keep_grad_fns = backward and self.ops == "torch"
         self.first_only = first_only
         self.collectives = ForwardCollectives()  # read at each forward's end (the watch's)
-        self.growth = Growth(self.table, self._registered, self.tracker.adopt)
+        self.growth = Growth(self.table, weak_method(self._registered), self.tracker.adopt)
         self._gc: gc_paused | None = None
         self._headroom: RecursionHeadroom | None = None
         self.first_op = 0  # the index of the current forward's first op
@@ -105,13 +108,14 @@ class Capture:
         costs asked for."""
         counts = FlopCounts(self.events.ops, self.state.clock, self.tracker, self.clock) \
             if flops else None
-        self.mode = OpMode(self.state, self.tracker.fail) if counts is None else \
-            CountingOpMode(self.state, self.tracker.fail, counts)
+        fail = weak_method(self.tracker.fail)  # the tracker holds the modes (its switch)
+        self.mode = OpMode(self.state, fail) if counts is None else \
+            CountingOpMode(self.state, fail, counts)
         # asked of each module only where one of the model's classes is such a type
         fast = {i for i, m in enumerate(self.table.modules) if isinstance(m, ATEN_LEVEL_TYPES)} \
             if any(issubclass(t, ATEN_LEVEL_TYPES) for t in self.table.module_types) else set()
         if fast:  # the switch is asked at the end of every call: only where it can act
-            aten = AtenMode(self.state, self.tracker.fail)
+            aten = AtenMode(self.state, fail)
             self.tracker.switch = FastPathSwitch(self.mode, aten, fast)
         if counts is None and not memory:
             return

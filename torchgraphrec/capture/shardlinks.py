@@ -51,17 +51,20 @@ class ShardLinks:
     itself, never a guess: the local tensor is the DTensor's ``_local_tensor``.
 
     Args:
-        state: the capture's :class:`~torchgraphrec.capture.state.CaptureState`.
+        values: the capture's :class:`~torchgraphrec.capture.values.Values` (the state
+            that holds these links is not held back: no cycle with it).
+        events: the capture's :class:`~torchgraphrec.capture.events.Events`.
         active: whether DTensors are about already (the model has DTensor parameters);
             a DTensor read later turns the search for local tensors on.
         on_insert: called with the index of each op put in, before the op mode appends the
             op it is recording (whose costs, counted under that index, must follow it).
     """
 
-    __slots__ = ("state", "dtensor", "active", "inserted", "on_insert")
+    __slots__ = ("values", "events", "dtensor", "active", "inserted", "on_insert")
 
-    def __init__(self, state: Any, active: bool, on_insert: Callable[[int], None]) -> None:
-        self.state = state
+    def __init__(self, values: Any, events: Any, active: bool,
+                 on_insert: Callable[[int], None]) -> None:
+        self.values, self.events = values, events
         self.dtensor = dtensor_type()
         self.active = active
         self.inserted: list[int] = []
@@ -81,7 +84,7 @@ class ShardLinks:
             source, name = self._dtensor_of(tensor), "to_local"
         else:
             return None
-        entry = self.state.values.lookup(source) if source is not None else None
+        entry = self.values.lookup(source) if source is not None else None
         if entry is None:
             return None
         return self._add(name, entry[ENTRY_REF], tensor, version, call, t)
@@ -89,7 +92,7 @@ class ShardLinks:
     def _dtensor_of(self, tensor: torch.Tensor) -> Any:
         """The DTensor of the forward whose local tensor ``tensor`` is, or ``None``."""
         found = self.dtensor
-        for entry in self.state.values.current.values():
+        for entry in self.values.current.values():
             held = entry[ENTRY_TENSOR]()
             if type(held) is not _PLAIN and isinstance(held, found) and \
                     dtensor_local(held) is tensor:
@@ -98,7 +101,7 @@ class ShardLinks:
 
     def _add(self, name: str, ref: Any, tensor: torch.Tensor, version: int, call: int,
              t: int) -> int:
-        events = self.state.events
+        events = self.events
         index = len(events.ops)
         seq = events.seq + 1
         events.seq = seq + 1  # the op, then its one in-edge (as the op mode numbers them)
@@ -108,14 +111,14 @@ class ShardLinks:
         events.ops.append((name, call, seq, t, t, [ref], ALL_TENSORS[1], NO_KWARGS, tensor.shape,
                            tensor.dtype, None, autograd_sequence_number(), t, None))
         self.inserted.append(index)
-        self.state.values.set(tensor, version, index, None)
+        self.values.set(tensor, version, index, None)
         return index
 
     def settle(self) -> None:
         """Give each op put in while another was being recorded that op's autograd number
         (it made no autograd node, and an op owns the nodes numbered from its own number
         up to the next op's): called when a forward ends."""
-        ops = self.state.events.ops
+        ops = self.events.ops
         for index in reversed(self.inserted):  # the last first: two may stand in a row
             if index + 1 < len(ops) and ops[index + 1][OP_NUMBER] < ops[index][OP_NUMBER]:
                 record = ops[index]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable
 
 import networkx as nx
@@ -10,6 +11,7 @@ from torchgraphrec._torch import graph_task_id
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.flops.aside import ModeAside
 from torchgraphrec.capture.flops.mode import FlopMode
+from torchgraphrec.capture.weakcall import weak_method
 
 __all__ = ["FlopCounts"]
 
@@ -28,10 +30,11 @@ class FlopCounts:
     """
 
     def __init__(self, ops: list, clock: Clock, tracker: Any, backward: Any) -> None:
-        self._ops, self._tracker, self._backward = ops, tracker, backward
+        # the tracker holds this (through the op modes of its switch): no cycle with it
+        self._ops, self._tracker, self._backward = ops, weakref.proxy(tracker), backward
         self.by_op: dict[int, int] = {}  # op index -> FLOPs (the counting op mode adds too)
         self.backward: dict[str, int] = {}  # op id -> FLOPs of its backward
-        self.aside = ModeAside(FlopMode(self._add, clock, tracker.fail), clock)
+        self.aside = ModeAside(FlopMode(self._add, clock, weak_method(tracker.fail)), clock)
 
     def start(self) -> None:
         """Enter the FLOP mode."""
