@@ -10,10 +10,11 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
+from torchgraphrec.inputs import example_inputs
 from torchgraphrec.probes.probe import Probe
 
 __all__ = ["check_model", "check_flag", "check_probes", "check_memory_limit", "check_save_dir",
-           "as_args", "as_kwargs"]
+           "as_args", "as_kwargs", "made_args"]
 
 
 def check_model(model: Any) -> nn.Module:
@@ -121,3 +122,23 @@ def as_kwargs(kwargs: Any) -> dict:
         return dict(kwargs)
     raise TypeError(f"kwargs must be a mapping of keyword arguments or None, got "
                     f"{type(kwargs).__name__}: {kwargs!r}"[:300])
+
+
+def made_args(model: nn.Module, args: Any, input_size: Any, dtypes: Any, device: Any) -> tuple:
+    """``record()``'s positional arguments: ``args``, or the inputs ``input_size`` makes
+    (see :func:`~torchgraphrec.inputs.example_inputs`), never both.
+
+    >>> [tuple(x.shape) for x in made_args(torch.nn.Linear(3, 2), (), (1, 3), None, None)]
+    [(1, 3)]
+    >>> made_args(torch.nn.Linear(3, 2), torch.ones(1, 3), (1, 3), None, None)
+    Traceback (most recent call last):
+    TypeError: give the inputs as args or their shapes as input_size, not both
+    """
+    if input_size is None:
+        if dtypes is not None or device is not None:
+            raise TypeError("dtypes and device are for the inputs input_size makes: give "
+                            "input_size too, or make the inputs yourself")
+        return as_args(args)
+    if not (isinstance(args, tuple) and args == ()):
+        raise TypeError("give the inputs as args or their shapes as input_size, not both")
+    return example_inputs(input_size, dtypes, device, model)

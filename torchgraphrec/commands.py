@@ -30,7 +30,7 @@ def _model_and_inputs(target: str, shapes: Sequence[tuple[int, ...]],
     if isinstance(args, Mapping) and len(parts) == 2:  # keyword inputs only
         args, kwargs = (), args
     if shapes:
-        args, kwargs = example_inputs(shapes, dtype), {}
+        args, kwargs = example_inputs(shapes, dtype, model), {}
     if args is None:
         raise ValueError(f"{target!r} returned a model without inputs: give --input-shape")
     if not isinstance(kwargs, Mapping):

@@ -5,7 +5,7 @@ import sys
 import warnings
 
 __all__ = ["TorchGraphRecError", "SchemaError", "CaptureError", "SavedBytesNotCounted", "warn",
-           "recorder_failed"]
+           "failed_in_recorder", "recorder_failed"]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -47,6 +47,18 @@ def recorder_failed(error: BaseException, limit: int = 300) -> CaptureError:
 class SavedBytesNotCounted(UserWarning):
     """A forward in grad mode was recorded with ``memory=True`` but without ``saved_bytes``;
     the message says why."""
+
+
+def failed_in_recorder(exc: BaseException) -> bool:
+    """Whether dynamo's error, or one it was raised from, says it failed in the recorder's
+    own frames (by their file, or the clock they read first)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        text = str(exc)
+        if "torchgraphrec" in text or "perf_counter_ns" in text:
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def warn(message: str, category: type[Warning] = UserWarning) -> None:

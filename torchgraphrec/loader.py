@@ -90,14 +90,15 @@ def load_factory(target: str) -> Callable[..., Any]:
         raise ValueError(f"{module_name!r} has no attribute {attribute!r}") from None
 
 
-def example_inputs(shapes: Sequence[tuple[int, ...]], dtype: str) -> tuple:
-    """Random inputs of the given shapes: normal floats, or small whole numbers (ids) for
-    integer dtypes."""
+def example_inputs(shapes: Sequence[tuple[int, ...]], dtype: str, model: Any = None) -> tuple:
+    """Inputs of the given shapes and dtype name for ``model`` (see
+    :func:`torchgraphrec.inputs.example_inputs`: on the model's device, the same each
+    time), or a ``ValueError`` naming an unknown dtype."""
     import torch
+
+    from torchgraphrec.inputs import example_inputs as made
 
     torch_dtype = getattr(torch, dtype, None)
     if not isinstance(torch_dtype, torch.dtype):
         raise ValueError(f"unknown dtype: {dtype!r} (e.g. float32, float64, int64)")
-    if torch_dtype.is_floating_point:
-        return tuple(torch.randn(shape, dtype=torch_dtype) for shape in shapes)
-    return tuple(torch.randint(0, 2, shape, dtype=torch_dtype) for shape in shapes)
+    return made(list(shapes), torch_dtype, model=model)

@@ -12,13 +12,14 @@ from torch import nn
 
 from torchgraphrec._torch import DisableTorchFunction, node_scoped_dispatch_modes
 from torchgraphrec.capture.capture import Capture, check_ops
-from torchgraphrec.checks import as_args, as_kwargs, check_flag, check_memory_limit, \
-    check_model, check_probes, check_save_dir
+from torchgraphrec.checks import as_kwargs, check_flag, check_memory_limit, \
+    check_model, check_probes, check_save_dir, made_args
 from torchgraphrec.costs import add_costs
 from torchgraphrec.distributed import annotate_shards, backward_not_seen, rank_stamps, \
     save_rank
-from torchgraphrec.errors import CaptureError, recorder_failed
+from torchgraphrec.errors import CaptureError, failed_in_recorder, recorder_failed
 from torchgraphrec.gcpause import gc_paused
+from torchgraphrec.inputs import Dtypes, InputSize
 from torchgraphrec.probes.annotate import annotate
 from torchgraphrec.probes.engine import ProbeEngine
 from torchgraphrec.probes.persist import save
@@ -197,7 +198,7 @@ class Recorder:
             exc.add_note("torchgraphrec: memory=True counts saved bytes with saved-tensor "
                          "hooks, which this forward refuses (torch.func's grad, vjp, jacrev "
                          "and hessian do); record it without memory=True")
-        elif type(exc).__module__.startswith("torch._dynamo") and _failed_in_recorder(exc):
+        elif type(exc).__module__.startswith("torch._dynamo") and failed_in_recorder(exc):
             exc.add_note("torchgraphrec: code this forward compiles whole (torch.cond's "
                          "branches, torch.compile(fullgraph=True)) cannot trace the "
                          "recorder's hooks, so it cannot be recorded; record the modules "
@@ -332,19 +333,8 @@ class Recorder:
         return self.recording.graph
 
 
-def _failed_in_recorder(exc: BaseException) -> bool:
-    """Whether dynamo's error, or one it was raised from, says it failed in the recorder's
-    own frames (by their file, or the clock they read first)."""
-    seen = 0
-    while exc is not None and seen < 8:
-        text = str(exc)
-        if "torchgraphrec" in text or "perf_counter_ns" in text:
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
-
-
 def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, *,
+           input_size: InputSize | None = None, dtypes: Dtypes = None, device: Any = None,
            ops: str | None = "torch", backward: bool = False, flops: bool = False,
            memory: bool = False) -> Recording:
     """Run ``model(*args, **kwargs)`` once and record it.
@@ -353,6 +343,11 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
         model: the ``torch.nn.Module`` to run.
         args: one tensor, or a tuple of positional arguments.
         kwargs: keyword arguments, or ``None``.
+        input_size: instead of ``args``, their shapes, as torchinfo and torchview take
+            them: one shape, or one per positional input (random inputs, the same each
+            time; see :func:`~torchgraphrec.inputs.example_inputs`), of ``dtypes`` (one
+            dtype, or one per input; default: torch's default dtype) on ``device`` (the
+            model's own, so that a model on the meta device gets meta inputs).
         ops: ``"torch"`` records every torch-level call the forward makes, under any grad
             mode; ``"autograd"`` the nodes autograd recorded, by autograd's names;
             ``None`` module calls and boundary tensors only (the cheapest).
@@ -367,8 +362,8 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
 
     Raises:
         TypeError: ``model`` is not a ``torch.nn.Module`` (or is a ScriptModule), ``args``
-            is neither a tensor nor a tuple, ``kwargs`` is not a mapping, or ``backward``,
-            ``flops`` or ``memory`` is not a bool.
+            is neither a tensor nor a tuple (or is given beside ``input_size``), ``kwargs``
+            is not a mapping, or ``backward``, ``flops`` or ``memory`` is not a bool.
         ValueError: ``ops`` is none of the three, or ``flops`` or ``memory`` is asked
             without ``ops="torch"``.
 
@@ -381,9 +376,12 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
     >>> with torch.no_grad():
     ...     record(torch.nn.Linear(3, 2), torch.randn(1, 3))
     <Recording model=Linear layers=1 ops=1 tensors=2 params=2>
+    >>> record(torch.nn.Embedding(10, 4), input_size=(1, 5), dtypes=torch.long).output.shape
+    torch.Size([1, 5, 4])
     """
     check_model(model)
-    call_args, call_kwargs = as_args(args), as_kwargs(kwargs)
+    call_args = made_args(model, args, input_size, dtypes, device)
+    call_kwargs = as_kwargs(kwargs)
     # The collector stays off until the recorder's working records are gone, so that its
     # next pass sees only the graph, not everything made on the way to it.
     with gc_paused():

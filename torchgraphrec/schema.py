@@ -47,7 +47,8 @@ Nodes
         was bound to (``"input_ids"``, ``"args[2]"`` for ``*args``, the key for
         ``**kwargs``, with the path inside a container: ``"batch['ids']"``), for an output
         its path in what the model returned (``"output"``, ``"output[0]"``,
-        ``"output['logits']"``, ``"output.logits"``). A nested tensor has ``nested``
+        ``"output['logits']"``, ``"output.logits"``; a tensor returned at several paths is
+        one node, named by the first). A nested tensor has ``nested``
         (``True``), and its ``shape`` holds the leading dimensions that are regular.
     ``param``: a parameter or buffer, one node however many calls use it.
         ``qualname`` (e.g. ``"encoder.0.weight"``), ``shape``, ``dtype``,
