@@ -73,6 +73,26 @@ def test_a_model_on_the_meta_device_gets_meta_inputs() -> None:
     assert example_inputs((2,), device="meta")[0].device.type == "meta"  # or where asked
 
 
+def test_meta_inputs_of_any_size_are_shapes_alone() -> None:
+    # they were drawn on the CPU and moved: 400 GB here
+    with torch.device("meta"):
+        model = nn.Linear(100_000, 8)
+    graph = tgr.record(model, input_size=(1_000_000, 100_000)).graph
+    assert _inputs(graph)[0]["shape"] == (1_000_000, 100_000)
+
+
+def test_other_options_are_checked_before_any_input_is_drawn() -> None:
+    # a 4 TB input drawn first would fail to allocate before the bad ops was named
+    with pytest.raises(ValueError, match="unknown ops"):
+        tgr.record(nn.Identity(), input_size=(1_000_000, 1_000_000), ops="bad")
+
+
+def test_numpy_dimensions_and_args_none_are_taken() -> None:
+    numpy = pytest.importorskip("numpy")
+    shape = (numpy.int64(2), numpy.int32(3))
+    assert tgr.record(nn.Identity(), None, input_size=shape).output.shape == (2, 3)
+
+
 def test_the_inputs_are_the_same_each_time_and_the_callers_random_state_stays() -> None:
     state = torch.get_rng_state()
     first = tgr.record(nn.Identity(), input_size=(3, 4)).output
@@ -98,8 +118,10 @@ def test_the_inputs_are_the_same_each_time_and_the_callers_random_state_stays() 
      "dtypes gives 1 dtypes for 2 input shapes"),
     (lambda: tgr.record(nn.Identity(), input_size=(1,), dtypes="float33"), TypeError,
      "a dtype must be a torch.dtype or the name of one"),
+    (lambda: tgr.record(nn.Identity(), input_size=(1,), dtypes=float), TypeError,
+     "a dtype must be a torch.dtype or the name of one .*, got <class 'float'>"),
 ])
-def test_bad_input_sizes_are_refused_before_anything_runs(call, error: type, match: str) -> None:
+def test_bad_input_sizes_are_refused(call, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         call()
 

@@ -702,3 +702,39 @@ def test_functorch_disabled_leaves_ops_on_a_held_value_unwrapped() -> None:
 
     torch.func.grad(look)(torch.ones(3))
     assert wrapped[0] == [] and len(wrapped[1]) == 1
+
+
+def _flags() -> tuple:
+    from torch.utils import _python_dispatch
+
+    return tuple(getattr(_python_dispatch, name)
+                 for name in ("_is_in_torch_dispatch_mode", "_is_in_non_infra_torch_dispatch_mode",
+                              "_is_in_any_mode_without_ignore_compile_internals")
+                 if hasattr(_python_dispatch, name))
+
+
+def test_dispatch_flags_are_the_flags_each_mode_keeps_its_old_values_of() -> None:
+    mode = _Passing()
+    with mode:
+        for name, old, _ in _torch.DISPATCH_FLAGS:
+            assert isinstance(getattr(importlib.import_module("torch.utils._python_dispatch"),
+                                      name), bool)
+            assert len(getattr(mode, old)) == 1, old
+    if torch.__version__ >= "2.5":  # 2.4 keeps one flag, each mode one old value of it
+        assert _torch.DISPATCH_FLAGS
+
+
+def test_restack_dispatch_flags_leaves_them_as_if_the_mode_left_had_never_entered() -> None:
+    before = _flags()
+    first, user = _Passing(), _Passing()
+    first.__enter__()
+    user.__enter__()
+    above = [_torch.pop_dispatch_mode()]
+    first.__exit__(None, None, None)  # out of order: torch clears its flags
+    _torch.restack_dispatch_flags(above)
+    _torch.push_dispatch_mode(above[0])
+    try:
+        assert torch.utils._python_dispatch.is_in_torch_dispatch_mode()
+    finally:
+        user.__exit__(None, None, None)
+    assert _torch.dispatch_modes() == [] and _flags() == before

@@ -139,6 +139,6 @@ def made_args(model: nn.Module, args: Any, input_size: Any, dtypes: Any, device:
             raise TypeError("dtypes and device are for the inputs input_size makes: give "
                             "input_size too, or make the inputs yourself")
         return as_args(args)
-    if not (isinstance(args, tuple) and args == ()):
+    if args is not None and not (isinstance(args, tuple) and args == ()):
         raise TypeError("give the inputs as args or their shapes as input_size, not both")
     return example_inputs(input_size, dtypes, device, model)

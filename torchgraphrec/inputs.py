@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 from typing import Any, Optional, Union
 
 import torch
@@ -25,12 +26,15 @@ def example_inputs(input_size: InputSize, dtypes: Dtypes = None,
     and for integer and bool dtypes 0s and 1s (token ids any embedding takes, a mask).
 
     They are drawn from a generator of their own, seeded alike each time: the same inputs
-    on every call, and the caller's random state left as it was.
+    on every call and device, and the caller's random state left as it was. On the meta
+    device they hold no data, and nothing is drawn.
 
     Args:
-        input_size: one shape, or a sequence of shapes (one per positional input).
-        dtypes: one dtype for every input, or one per input (default: torch's default
-            floating dtype).
+        input_size: one shape (whole numbers; ``()`` is one scalar input), or a sequence of
+            shapes, one per positional input.
+        dtypes: one dtype for every input, or one per input: a ``torch.dtype`` or its name
+            (default: torch's default dtype; as in torchinfo and torchview, not the
+            model's, which a ``bfloat16`` model needs given).
         device: where the inputs go (default: the device of ``model``'s first parameter
             or buffer, so that a model on the meta device gets meta inputs; else the CPU).
         model: the model the inputs are for.
@@ -39,8 +43,8 @@ def example_inputs(input_size: InputSize, dtypes: Dtypes = None,
         A tuple of tensors, in the order of the shapes.
 
     Raises:
-        TypeError: ``input_size`` is not a shape or a sequence of shapes, or a dtype is
-            not a ``torch.dtype`` or the name of one.
+        TypeError: ``input_size`` is not a shape or a sequence of shapes, or ``dtypes``
+            is not a dtype, the name of one or a sequence of them.
         ValueError: a dimension is negative, or ``dtypes`` is a sequence of another length.
 
     >>> [tuple(x.shape) for x in example_inputs((2, 3))]
@@ -59,22 +63,25 @@ def example_inputs(input_size: InputSize, dtypes: Dtypes = None,
     shapes = _shapes(input_size)
     kinds = _dtypes(dtypes, len(shapes))
     target = torch.device(device) if device is not None else _device_of(model)
+    if target.type == "meta":  # shapes alone: a meta model's inputs may be any size
+        return tuple(torch.empty(shape, dtype=dtype, device=target)
+                     for shape, dtype in zip(shapes, kinds))
     generator = torch.Generator().manual_seed(_SEED)
     return tuple(_random(shape, dtype, generator).to(target) for shape, dtype in zip(shapes, kinds))
 
 
 def _is_shape(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, str) and all(
-        isinstance(dim, int) and not isinstance(dim, bool) for dim in value)
+        isinstance(dim, Integral) and not isinstance(dim, bool) for dim in value)
 
 
 def _shapes(input_size: Any) -> list[tuple[int, ...]]:
     """``input_size`` as a list of shapes."""
     if _is_shape(input_size):
-        shapes = [tuple(input_size)]
+        shapes = [tuple(map(int, input_size))]
     elif isinstance(input_size, Sequence) and not isinstance(input_size, str) and input_size \
             and all(map(_is_shape, input_size)):
-        shapes = [tuple(shape) for shape in input_size]
+        shapes = [tuple(map(int, shape)) for shape in input_size]
     else:
         raise TypeError("input_size must be a shape (whole numbers, e.g. (1, 3, 224, 224)) "
                         f"or a sequence of shapes, one per input, got {input_size!r}"[:300])
@@ -96,7 +103,7 @@ def _dtypes(dtypes: Any, count: int) -> list[torch.dtype]:
     """One dtype per input."""
     if dtypes is None:
         return [torch.get_default_dtype()] * count
-    if isinstance(dtypes, (torch.dtype, str)):
+    if not isinstance(dtypes, Sequence) or isinstance(dtypes, str):
         return [_dtype(dtypes)] * count
     kinds = [_dtype(value) for value in dtypes]
     if len(kinds) != count:

@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import Any, Optional, Sequence, Union
 
 import networkx as nx
+import torch
 from torch import nn
 
 from torchgraphrec._torch import DisableTorchFunction, node_scoped_dispatch_modes
@@ -334,7 +335,8 @@ class Recorder:
 
 
 def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, *,
-           input_size: InputSize | None = None, dtypes: Dtypes = None, device: Any = None,
+           input_size: InputSize | None = None, dtypes: Dtypes = None,
+           device: torch.device | str | None = None,
            ops: str | None = "torch", backward: bool = False, flops: bool = False,
            memory: bool = False) -> Recording:
     """Run ``model(*args, **kwargs)`` once and record it.
@@ -343,11 +345,9 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
         model: the ``torch.nn.Module`` to run.
         args: one tensor, or a tuple of positional arguments.
         kwargs: keyword arguments, or ``None``.
-        input_size: instead of ``args``, their shapes, as torchinfo and torchview take
-            them: one shape, or one per positional input (random inputs, the same each
-            time; see :func:`~torchgraphrec.inputs.example_inputs`), of ``dtypes`` (one
-            dtype, or one per input; default: torch's default dtype) on ``device`` (the
-            model's own, so that a model on the meta device gets meta inputs).
+        input_size, dtypes, device: instead of ``args``, their shapes, as torchinfo and
+            torchview take them, and their dtypes and device (default: the model's):
+            see :func:`~torchgraphrec.inputs.example_inputs`.
         ops: ``"torch"`` records every torch-level call the forward makes, under any grad
             mode; ``"autograd"`` the nodes autograd recorded, by autograd's names;
             ``None`` module calls and boundary tensors only (the cheapest).
@@ -362,10 +362,10 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
 
     Raises:
         TypeError: ``model`` is not a ``torch.nn.Module`` (or is a ScriptModule), ``args``
-            is neither a tensor nor a tuple (or is given beside ``input_size``), ``kwargs``
-            is not a mapping, or ``backward``, ``flops`` or ``memory`` is not a bool.
-        ValueError: ``ops`` is none of the three, or ``flops`` or ``memory`` is asked
-            without ``ops="torch"``.
+            is not a tensor or a tuple, ``kwargs`` not a mapping, ``backward``, ``flops``
+            or ``memory`` not a bool, or ``input_size`` and the rest do not fit.
+        ValueError: ``ops`` is none of the three, ``flops`` or ``memory`` is asked
+            without ``ops="torch"``, or ``input_size`` is a wrong shape.
 
     >>> import torch
     >>> rec = record(torch.nn.Linear(3, 2), torch.randn(1, 3))
@@ -380,13 +380,13 @@ def record(model: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None, 
     torch.Size([1, 5, 4])
     """
     check_model(model)
-    call_args = made_args(model, args, input_size, dtypes, device)
     call_kwargs = as_kwargs(kwargs)
+    recorder = Recorder(model, ops=ops, backward=backward, flops=flops, memory=memory)
+    call_args = made_args(model, args, input_size, dtypes, device)  # once the rest is checked
     # The collector stays off until the recorder's working records are gone, so that its
     # next pass sees only the graph, not everything made on the way to it.
     with gc_paused():
-        with Recorder(model, ops=ops, backward=backward, flops=flops,
-                      memory=memory) as recorder:
+        with recorder:
             output = model(*call_args, **call_kwargs)
             if backward:
                 backward_loss(output).backward()

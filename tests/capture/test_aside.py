@@ -64,15 +64,17 @@ def test_a_mode_entered_while_it_is_aside_stays_on_top() -> None:
 
 
 def test_leave_exits_it_from_under_a_mode_a_user_never_left() -> None:
-    outer, flop, user = _Counting(), _Counting(), _Counting()
+    flop, user = _Counting(), _Counting()
     aside = ModeAside(flop)
-    with outer:  # restores PyTorch's flags, which modes left out of order do not
-        flop.__enter__()
-        user.__enter__()
-        aside.leave()
-        assert dispatch_modes() == [outer, user] and (flop.entered, flop.left) == (1, 1)
-        user.__exit__(None, None, None)
-        aside.leave()  # gone already: nothing to do
+    flop.__enter__()
+    user.__enter__()
+    aside.leave()
+    assert dispatch_modes() == [user] and (flop.entered, flop.left) == (1, 1)
+    # PyTorch's flags say a mode is entered while the user's is (its own exit cleared them)
+    assert python_dispatch.is_in_torch_dispatch_mode()
+    user.__exit__(None, None, None)
+    aside.leave()  # gone already: nothing to do
+    # and none once it has left (the user's exit set them again, for good)
     assert flop.left == 1 and not python_dispatch.is_in_torch_dispatch_mode()
 
 

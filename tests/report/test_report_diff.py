@@ -137,3 +137,28 @@ def test_a_changed_calls_own_parameters_read_old_to_new(browser, tmp_path: Path)
     assert rows["its own"] == "weight 16×8 → 32×8, bias 16 → 32"
     assert rows["parameters"] == "144 → 288"
     assert loaded.problems == []
+
+
+class _Tied(torch.nn.Module):
+    """A head that reads the embedding's weight, of ``words`` rows."""
+
+    def __init__(self, words: int) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(words, 4)
+        self.head = torch.nn.Linear(4, words, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(ids))
+
+
+def test_a_weight_read_of_another_module_reads_old_to_new(browser, tmp_path: Path) -> None:
+    ids = torch.tensor([[1, 2]])
+    found = tgr.diff(tgr.record(_Tied(10), ids), tgr.record(_Tied(12), ids))
+    with loaded_report(browser, found.render(tmp_path / "diff.html")) as loaded:
+        element(loaded.page, "layer:head#0", "n").click()
+        rows = dict(zip(
+            loaded.page.locator(f"{ROOT} .tgr-row > span:first-child").all_text_contents(),
+            loaded.page.locator(f"{ROOT} .tgr-row > span:last-child").all_text_contents()))
+    assert rows["also reads"] == "embed.weight 10×4 → 12×4"
+    assert loaded.problems == []

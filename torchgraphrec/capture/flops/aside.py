@@ -6,7 +6,7 @@ import time
 from typing import Any, Callable
 
 from torchgraphrec._torch import dispatch_mode_at, dispatch_mode_depth, dispatch_modes, \
-    pop_dispatch_mode, push_dispatch_mode
+    pop_dispatch_mode, push_dispatch_mode, restack_dispatch_flags
 
 __all__ = ["ModeAside"]
 
@@ -81,7 +81,8 @@ class ModeAside:
 
     def leave(self) -> None:
         """Leave the mode where it is on the stack: on top, or under a mode a user entered
-        since and never left (a forward that raised between their hooks), which stays."""
+        since and never left (a forward that raised between their hooks), which stays, with
+        PyTorch's in-a-dispatch-mode flags as if the mode had never been entered."""
         self.put_back()
         if self.mode not in dispatch_modes():
             return
@@ -89,5 +90,6 @@ class ModeAside:
         while dispatch_mode_at(_depth() - 1) is not self.mode:
             above.append(_pop())
         self.mode.__exit__(None, None, None)
+        restack_dispatch_flags(above)
         for other in reversed(above):
             _push(other)

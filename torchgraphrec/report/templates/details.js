@@ -25,7 +25,7 @@ function tgrShowCanvas(R) {
 
 function tgrShapeText(shape) { return shape && shape.length ? shape.join("×") : "scalar"; }
 
-/* A parameter's shape, ``old → new`` where a diff changed it (the union holds side B's). */
+/* A parameter's shape, ``old → new`` where a diff changed it (the union holds the new one). */
 function tgrParamShapeText(R, p) {
   const changed = (R.info[p].diff_changes || {}).shape;
   return changed ? changed.map(tgrShapeText).join(" → ") : tgrShapeText(R.info[p].shape);
