@@ -729,6 +729,7 @@ def test_a_users_dispatch_mode_left_entered_by_a_raising_forward_stays_entered()
     # its pre-hook entered it, and the forward raised before the hook that would leave it
     layer, mode = nn.Linear(8, 16), Passing()
     layer.register_forward_pre_hook(lambda module, args: mode.__enter__() and None)
+    was = is_in_torch_dispatch_mode()
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         tgr.record(layer, _r(4, 5), flops=True)
     assert _get_current_dispatch_mode_stack() == [mode] and is_in_torch_dispatch_mode()
@@ -736,7 +737,16 @@ def test_a_users_dispatch_mode_left_entered_by_a_raising_forward_stays_entered()
     assert not _get_current_dispatch_mode_stack()
     # PyTorch's flags too: the FLOP mode, left from under the user's, left them set for
     # good (and for every test after this one)
-    assert not is_in_torch_dispatch_mode()
+    assert is_in_torch_dispatch_mode() == was
+
+
+def test_counting_a_decomposition_in_the_backward_leaves_torchs_flags_as_they_were() -> None:
+    # the FLOP mode entered itself again to count one (Llama's backward has them): torch
+    # 2.4 keeps one old value of its flags per mode, and is_in_torch_dispatch_mode() stayed
+    # true for the rest of the process
+    was = is_in_torch_dispatch_mode()
+    graph = tgr.record(*fresh("llama"), flops=True, backward=True).graph
+    assert graph.graph["backward_flops"] > 0 and is_in_torch_dispatch_mode() == was
 
 
 def _saved_by_op(graph) -> dict[str, int]:

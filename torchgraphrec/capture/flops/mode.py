@@ -9,7 +9,8 @@ import torch
 
 from torchgraphrec._torch import DisableTorchFunction, HigherOrderOperator, TorchDispatchMode, \
     aten_overloads, disable_dispatch_modes, dtensor_local, dtensor_type, \
-    has_composite_implicit_kernel, in_sharding_propagation, torch_function_all_disabled
+    has_composite_implicit_kernel, in_sharding_propagation, pop_dispatch_mode, \
+    push_dispatch_mode, torch_function_all_disabled
 from torchgraphrec.capture.calibrate import dispatch_mode_cost
 from torchgraphrec.capture.clock import Clock
 from torchgraphrec.capture.flops.formulas import formula_of, formulas_version
@@ -99,9 +100,14 @@ class FlopMode(TorchDispatchMode):
                 with DisableTorchFunction():
                     meta_args, meta_kwargs = _each_tensor(args, _on_meta), \
                         _each_tensor(kwargs, _on_meta)
-                with self:
+                # pushed, not entered again: torch 2.4 keeps one old value of its flags per
+                # mode, which entering it inside its own handler would overwrite for good
+                push_dispatch_mode(self)
+                try:
                     if func.decompose(*meta_args, **meta_kwargs) is NotImplemented:
                         return False
+                finally:
+                    pop_dispatch_mode()
         except Exception:  # noqa: BLE001 - a decomposition meta tensors cannot run
             return False
         finally:  # the handlers it ran added their own time: the whole of it, once
