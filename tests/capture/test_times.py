@@ -13,31 +13,15 @@ import torch
 
 import torchgraphrec as tgr
 from torchgraphrec.capture import calibrate
-from models import Case, deep_mlp, gpt2, resnet50_like, resnet_like
-from tests.capture.timing import (least_shares, plain_forward_ms, profiler_times,
-                                  recorded_times)
-
-
-def _gpt2_small() -> Case:
-    """GPT-2 small (124M parameters) from its default config, with random weights."""
-    from transformers import GPT2Config, GPT2Model
-
-    torch.manual_seed(0)
-    model = GPT2Model(GPT2Config(bos_token_id=0, eos_token_id=0)).eval()
-    return Case(model, (torch.randint(0, 50257, (1, 16)),), {})
-
-
-def _resnet50() -> Case:
-    return resnet50_like(96)  # large enough that its convolutions, not Python, take the time
-
-
-BIG = {"resnet50": _resnet50, "gpt2_small": _gpt2_small, "mlp200": lambda: deep_mlp(200, 64)}
-
+from models import Case, gpt2, resnet_like
+from tests.capture.bigmodels import BIG
+from tests.capture.shares import TOLERANCE, fresh_shares, worst_call
+from tests.capture.timing import plain_forward_ms
 
 _ROUNDS = 6  # of seven interleaved pairs at most, each adding to the least of each side
 
 
-@functools.lru_cache(maxsize=1)  # GPT-2 small takes seconds to build: once for both tests
+@functools.lru_cache(maxsize=1)  # MLP-200 serves both FLOP settings
 def _big(name: str) -> Case:
     return BIG[name]()
 
@@ -93,15 +77,11 @@ def test_root_forward_ms_is_the_plain_forward(name: str, flops: bool) -> None:
 
 @pytest.mark.parametrize("name", sorted(BIG))
 def test_module_shares_are_the_profilers(name: str) -> None:
-    model, args, kwargs = _big(name)
-    run = lambda: model(*args, **kwargs)  # noqa: E731
-    observed = least_shares(profiler_times(model, run, 7))
-    recorded = least_shares([recorded_times(tgr.record(model, args, kwargs).graph)
-                             for _ in range(7)])
+    recorded, observed = fresh_shares(name)
     assert recorded.keys() == observed.keys()
-    worst = max(recorded, key=lambda call: abs(recorded[call] - observed[call]))
-    assert abs(recorded[worst] - observed[worst]) <= 0.05, (worst, recorded[worst],
-                                                             observed[worst])
+    worst = worst_call(recorded, observed)
+    assert abs(recorded[worst] - observed[worst]) <= TOLERANCE, (worst, recorded[worst],
+                                                                  observed[worst])
 
 
 SMALL = {"resnet_like": resnet_like, "gpt2": gpt2}
