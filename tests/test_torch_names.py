@@ -738,3 +738,25 @@ def test_restack_dispatch_flags_leaves_them_as_if_the_mode_left_had_never_entere
     finally:
         user.__exit__(None, None, None)
     assert _torch.dispatch_modes() == [] and _flags() == before
+
+
+def test_sets_stance_from_torch_2_6_on() -> None:
+    release = tuple(int(part) for part in torch.__version__.split(".")[:2])
+    assert _torch.SETS_STANCE == (release >= (2, 6))
+
+
+def test_compiled_code_eager_compiles_nothing_inside_and_restores_after() -> None:
+    compiled: list = []
+
+    @torch.compile(backend=lambda graph, inputs: compiled.append(graph) or graph.forward)
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    try:
+        with _torch.compiled_code_eager():
+            assert torch.equal(double(torch.ones(2)), torch.full((2,), 2.0))
+        assert len(compiled) == (0 if _torch.SETS_STANCE else 1)  # compiled as ever before 2.6
+        double(torch.ones(2))
+        assert len(compiled) == 1
+    finally:
+        torch._dynamo.reset()

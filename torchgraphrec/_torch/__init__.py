@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torchgraphrec._torch.distributed import C10D_DISPATCHES_TORCH_FUNCTION, dtensor_local, \
     dtensor_type, fsdp_sharded_params, in_sharding_propagation, is_functional_collective, \
     resolve_process_group, unbox_process_group
+from torchgraphrec._torch.eager import SETS_STANCE, compiled_code_eager
 from torchgraphrec._torch.modeflags import DISPATCH_FLAGS, restack_dispatch_flags
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
 __all__ += ["C10D_DISPATCHES_TORCH_FUNCTION", "dtensor_local", "dtensor_type",
             "fsdp_sharded_params", "in_sharding_propagation", "is_functional_collective",
             "resolve_process_group", "unbox_process_group"]
-__all__ += ["DISPATCH_FLAGS", "restack_dispatch_flags"]
+__all__ += ["DISPATCH_FLAGS", "restack_dispatch_flags", "SETS_STANCE", "compiled_code_eager"]
 
 _C: Any = torch._C
 

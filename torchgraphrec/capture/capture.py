@@ -8,7 +8,7 @@ import networkx as nx
 import torch
 from torch import nn
 
-from torchgraphrec._torch import autograd_sequence_number
+from torchgraphrec._torch import autograd_sequence_number, compiled_code_eager
 from torchgraphrec.capture.autograd import MAX_CHAIN, is_function_node, walk
 from torchgraphrec.capture.backward import BackwardClock, owners
 from torchgraphrec.capture.build import build_graph
@@ -98,6 +98,7 @@ class Capture:
         self.collectives = ForwardCollectives()  # read at each forward's end (the watch's)
         self.growth = Growth(self.table, weak_method(self._registered), self.tracker.adopt)
         self._gc: gc_paused | None = None
+        self._eager = compiled_code_eager()  # entered with the collector's pause
         self._headroom: RecursionHeadroom | None = None
         self.first_op = 0  # the index of the current forward's first op
         self.forward_number = 0  # autograd's sequence number when this forward began
@@ -184,6 +185,8 @@ class Capture:
         if self._gc is None:
             self._gc = gc_paused()
             self._gc.__enter__()
+            # the op mode goes on below: compiled code must not meet it (see compiled_code_eager)
+            self._eager.__enter__()
         # what the last forward left that a later one must not read (done here rather
         # than as it ended: a recording of one forward never needs it)
         self.state.values.end_forward(self.table.tensor_ids)
@@ -237,6 +240,7 @@ class Capture:
         if self._gc is not None:
             self._gc.__exit__()
             self._gc = None
+            self._eager.__exit__()
         if self._headroom is not None:
             self._headroom.__exit__()
             if self._headroom.restored:

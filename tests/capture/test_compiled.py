@@ -1,0 +1,117 @@
+"""Compiled submodules and functions: recorded op by op, and left compiled for the user."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Iterator
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+import torchgraphrec as tgr
+from torchgraphrec._torch import SETS_STANCE
+
+
+class _Counting:
+    """A backend that runs the graph dynamo hands it (in Python, op by op), counting runs."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def __call__(self, graph: torch.fx.GraphModule, inputs: list) -> Callable:
+        def run(*args: Any) -> Any:
+            self.runs += 1
+            return graph.forward(*args)
+        return run
+
+
+class _Names(TorchFunctionMode):
+    """The names of the ops a plain, eager run calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        self.names.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def _head(x: torch.Tensor) -> torch.Tensor:
+    return (torch.softmax(x * 1.7, -1) * x.exp()).sum(-1) / x.var(-1)
+
+
+class _Head(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _head(x)
+
+
+class _Model(torch.nn.Module):
+    def __init__(self, head: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.head = head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.linear(x)) + 1
+
+
+@pytest.fixture(autouse=True)
+def quiet_dynamo() -> Iterator[None]:
+    with warnings.catch_warnings():  # dynamo's about global hooks and perf_counter_ns
+        warnings.simplefilter("ignore")
+        yield
+    torch._dynamo.reset()  # each test compiles afresh
+
+
+def _op_names(graph: Any) -> list[str]:
+    ops = sorted((attrs for _, attrs in graph.nodes(data=True) if attrs["kind"] == "op"),
+                 key=lambda attrs: attrs["seq"])
+    return [attrs["name"] for attrs in ops]
+
+
+@pytest.mark.parametrize("compiled", ["module", "function"])
+def test_compiled_code_is_recorded_op_by_op_and_stays_compiled(compiled: str) -> None:
+    backend = _Counting()
+    head = torch.compile(_Head() if compiled == "module" else _head, backend=backend)
+    model = _Model(head)
+    x = torch.randn(4, 8)
+    expected = model(x)
+    model(x)
+    assert backend.runs == 2
+    with _Names() as plain:
+        torch.nn.Linear.forward(model.linear, x)  # the eager code, as the model means it
+        _head(expected)
+    recording = tgr.record(model, x)
+    assert torch.equal(recording.output, expected)
+    if SETS_STANCE:  # before torch 2.6 (no stance) dynamo runs what it compiled with the
+        # recorder's mode in it: the graph also has its frames' calls (empty_strided)
+        # the graph's ops are the eager code's: left compiled, dynamo compiled it again with
+        # the recorder's op mode in it and named every op after the mode's first (mul)
+        assert _op_names(recording.graph) == [*plain.names, "add"]
+        assert backend.runs == 2
+    runs = backend.runs
+    model(x)
+    model(x)
+    # every later call runs the compiled code (dynamo had marked it to skip for good)
+    assert backend.runs == runs + 2
+
+
+def test_the_compiler_stance_is_as_it_was_also_when_the_forward_raises() -> None:
+    if not SETS_STANCE:
+        pytest.skip("torch before 2.6 takes no stance")
+    from torch._dynamo import eval_frame
+
+    class Raising(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise KeyError("in forward")
+
+    before = eval_frame._stance
+    with torch.compiler.set_stance("eager_on_recompile"):
+        during = eval_frame._stance
+        with pytest.raises(KeyError, match="in forward"):
+            tgr.record(Raising(), torch.ones(1))
+        assert eval_frame._stance == during
+    assert eval_frame._stance == before

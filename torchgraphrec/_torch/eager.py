@@ -1,0 +1,50 @@
+"""Compiled code run eagerly while a forward is recorded (``torch.compiler.set_stance``)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+import torch
+
+__all__ = ["SETS_STANCE", "compiled_code_eager"]
+
+#: Whether this torch can be told to run compiled code eagerly (2.6 and later).
+SETS_STANCE = hasattr(torch.compiler, "set_stance")
+
+
+class compiled_code_eager:  # noqa: N801 (used like a function: ``with compiled_code_eager():``)
+    """Inside the block, ``torch.compile``'d functions and modules run their eager code,
+    which the recorder's hooks and op mode see op by op; after it, the stance is as it was.
+
+    Left compiled, dynamo meets the recorder's op mode inside them: it compiles them again,
+    fails to trace the mode's clock, and from then on skips their code for good, so that
+    every later call of the user's runs eagerly (torch 2.6 and later). Nothing is done
+    where dynamo was never imported (nothing can be compiled), nor before torch 2.6,
+    which takes no stance: there turning dynamo off would mark the code it meets to be
+    skipped for good.
+
+    >>> compiled = []  # the graphs the backend was given: one per compilation
+    >>> @torch.compile(backend=lambda graph, inputs: compiled.append(graph) or graph.forward)
+    ... def double(x): return x * 2
+    >>> with compiled_code_eager():
+    ...     _ = double(torch.ones(1))
+    >>> len(compiled) == (0 if SETS_STANCE else 1)
+    True
+    >>> _ = double(torch.ones(1)); len(compiled)
+    1
+    """
+
+    __slots__ = ("_stance",)
+
+    def __init__(self) -> None:
+        self._stance: Optional[Any] = None
+
+    def __enter__(self) -> None:
+        if SETS_STANCE and "torch._dynamo" in sys.modules:
+            self._stance = torch.compiler.set_stance("force_eager")  # set as it is made
+
+    def __exit__(self, *exc_info: object) -> None:
+        stance, self._stance = self._stance, None
+        if stance is not None:
+            stance.__exit__(None, None, None)
