@@ -465,6 +465,79 @@ def test_the_models_own_hooks_still_run_in_order() -> None:
     assert len(model[0]._forward_hooks) == len(model[0]._forward_pre_hooks) == 1
 
 
+class _OpNames(torch.overrides.TorchFunctionMode):
+    """The names of the ops a plain run calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        self.names.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def _summed(module: torch.nn.Module, args: tuple, *rest: object) -> torch.Tensor:
+    return rest[-1].sum(-1, keepdim=True).double()  # (output) or (kwargs, output)
+
+
+@pytest.mark.parametrize("options", [{}, {"with_kwargs": True, "always_call": True}])
+@pytest.mark.parametrize("way", ["record", "Recorder"])
+def test_a_forward_hook_on_the_model_itself_is_part_of_its_forward(way: str,
+                                                                   options: dict) -> None:
+    # torch runs global hooks (the recorder's) before the model's own: the recording
+    # ended there, without the hook's ops, its output the one the call did not return
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    model.register_forward_hook(_summed, **options)
+    x = torch.randn(2, 4)
+    with _OpNames() as plain:
+        expected = model(x)
+    before = hook_state(model)
+    if way == "record":
+        graph = tgr.record(model, x).graph
+    else:
+        with tgr.Recorder(model) as recorder:
+            model(x)
+        graph = recorder.graph
+    assert hook_state(model) == before
+    ops = sorted(nodes_of(graph, "op").items(), key=lambda item: item[1]["seq"])
+    assert [attrs["name"] for _, attrs in ops] == plain.names == ["linear", "relu", "sum", "double"]
+    (output, attrs), = [(node, attrs) for node, attrs in nodes_of(graph, "tensor").items()
+                        if attrs["role"] == "output"]
+    assert (attrs["shape"], attrs["dtype"]) == (tuple(expected.shape), "float64")
+    assert list(graph.predecessors(output)) == [ops[-1][0]]  # made by the hook's double
+    assert graph.nodes["layer:#0"]["outputs"] == (output,)
+
+
+def test_a_raising_hook_on_the_model_itself_is_noted_and_leaves_nothing() -> None:
+    def raising(module: torch.nn.Module, args: tuple, output: torch.Tensor) -> None:
+        raise KeyError("the hook's own")
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    model.register_forward_hook(raising)
+    before = hook_state(model)
+    with pytest.raises(KeyError, match="the hook's own") as caught:
+        tgr.record(model, torch.randn(2, 4))
+    assert caught.value.__notes__ == ["torchgraphrec: raised in the call of '<root>' "
+                                      "(Sequential, call_index 0)"]
+    assert hook_state(model) == before
+
+
+def test_backward_of_a_strided_nested_output_is_the_sum_of_its_elements() -> None:
+    # a strided nested tensor has no sum(): the recorder's loss raised NotImplementedError
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    reference = copy.deepcopy(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's: nested tensors are a prototype
+        x = torch.nested.nested_tensor([torch.randn(2, 4), torch.randn(3, 4)])
+    sum(part.sum() for part in reference(x).unbind()).backward()
+    graph = tgr.record(model, x, backward=True).graph
+    assert any(attrs["name"] == "linear" for attrs in nodes_of(graph, "op").values())
+    for (name, param), (_, expected) in zip(model.named_parameters(), reference.named_parameters()):
+        assert torch.allclose(param.grad, expected.grad), name
+
+
 def test_compiled_modules_are_refused_clearly() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # torch.compile's own

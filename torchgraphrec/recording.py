@@ -139,20 +139,25 @@ class Recording:
 
 def backward_loss(output: Any) -> Any:
     """The scalar ``record(..., backward=True)`` back-propagates: the sum of the output's
-    floating tensors that require grad, summed one after another in output order.
+    floating tensors that require grad, summed one after another in output order (a
+    strided nested tensor's elements through its zero-padded form).
 
     >>> import torch
     >>> x = torch.ones(2, requires_grad=True)
     >>> backward_loss({"a": x * 2, "b": (x, torch.tensor([1, 2]))})
     tensor(6., grad_fn=<AddBackward0>)
     """
+    import torch
+
     from torchgraphrec._torch import DisableTorchFunction
     from torchgraphrec.capture.structures import flatten_tensors
 
     tensors = flatten_tensors(output)
     with DisableTorchFunction():  # the choice is the recorder's: a user's mode sees the loss
         chosen = [t for t in tensors if t.is_floating_point() and t.requires_grad]
-    parts = [t.sum() for t in chosen]
+        # a strided nested tensor has no sum of its own; its padding adds nothing to it
+        padded = [t.is_nested and t.layout == torch.strided for t in chosen]
+    parts = [t.to_padded_tensor(0.0).sum() if pad else t.sum() for t, pad in zip(chosen, padded)]
     if not parts:
         complex_ = any(t.is_complex() and t.requires_grad for t in tensors)
         raise ValueError(

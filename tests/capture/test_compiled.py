@@ -115,3 +115,20 @@ def test_the_compiler_stance_is_as_it_was_also_when_the_forward_raises() -> None
             tgr.record(Raising(), torch.ones(1))
         assert eval_frame._stance == during
     assert eval_frame._stance == before
+
+
+def test_nested_recorders_leave_the_stance_as_it_was_whichever_ends_first() -> None:
+    if not SETS_STANCE:
+        pytest.skip("torch before 2.6 takes no stance")
+    from torch._dynamo import eval_frame
+
+    class Raising(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise KeyError("in forward")
+
+    model, before = Raising(), eval_frame._stance
+    # a raising forward ends the outer recorder's first: its hooks were registered first
+    with pytest.raises(KeyError, match="in forward"):
+        with tgr.Recorder(model):
+            tgr.record(model, torch.ones(1))
+    assert eval_frame._stance == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any, Optional
 
 import torch
@@ -35,16 +36,35 @@ class compiled_code_eager:  # noqa: N801 (used like a function: ``with compiled_
     1
     """
 
-    __slots__ = ("_stance",)
+    __slots__ = ("_entered",)
+
+    # the stance is the process's: the first recorder's forward in sets it and the last
+    # out restores it, in whatever order they end (nested recorders end a raising
+    # forward outer first)
+    _lock = threading.Lock()
+    _depth = 0
+    _before: Optional[Any] = None
 
     def __init__(self) -> None:
-        self._stance: Optional[Any] = None
+        self._entered = False
 
     def __enter__(self) -> None:
-        if SETS_STANCE and "torch._dynamo" in sys.modules:
-            self._stance = torch.compiler.set_stance("force_eager")  # set as it is made
+        if not SETS_STANCE or "torch._dynamo" not in sys.modules or self._entered:
+            return
+        cls = type(self)
+        with cls._lock:
+            if cls._depth == 0:
+                cls._before = torch.compiler.set_stance("force_eager")  # set as it is made
+            cls._depth += 1
+        self._entered = True
 
     def __exit__(self, *exc_info: object) -> None:
-        stance, self._stance = self._stance, None
-        if stance is not None:
-            stance.__exit__(None, None, None)
+        if not self._entered:
+            return
+        self._entered = False
+        cls = type(self)
+        with cls._lock:
+            cls._depth -= 1
+            if cls._depth == 0:
+                before, cls._before = cls._before, None
+                before.__exit__(None, None, None)

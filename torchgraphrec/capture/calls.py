@@ -12,14 +12,14 @@ import torch
 from torch.nn.modules import module as torch_module
 
 from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, DisableTorchFunction, \
-    autograd_sequence_number, call_kwargs, call_kwargs_readable, call_raised, current_frame, \
+    autograd_sequence_number, call_kwargs, call_kwargs_readable, current_frame, \
     give_call_kwargs, global_pre_hook_takes_kwargs_by_id, graph_task_id, \
     register_global_forward_hook, take_call_kwargs
 from torchgraphrec.capture.callfaults import raised_note, unnested_error
 from torchgraphrec.capture.events import TENSOR_CALL, CallRecord
 from torchgraphrec.capture.fastpath import SCRIPTED_TYPES
-from torchgraphrec.capture.ownhooks import OwnHook
-from torchgraphrec.capture.rootcall import RootCall
+from torchgraphrec.capture.ownhooks import OwnHook, call_ended
+from torchgraphrec.capture.rootcall import RootCall, RootEnd
 from torchgraphrec.capture.state import CaptureState
 from torchgraphrec.capture.structures import flatten_tensors, input_names, output_names
 from torchgraphrec.capture.values import ENTRY_REF, ENTRY_TENSOR, ENTRY_VERSION, grad_fn_of
@@ -86,6 +86,7 @@ class CallTracker:
         self._notes: set[str] = set()
         #: where the forward's top-level call runs; a forward cut short ends as it goes
         self._root = RootCall(weak_method(self._ended_unseen))  # no cycle with it
+        self._root_end = RootEnd(weak_method(self._post_hook))
         # what reaching a hook costs (see Clock): a quarter of it is spent before the hook
         # runs, half around it, as read once here rather than in every hook
         self._quarter = state.clock.costs.call >> 2
@@ -131,6 +132,7 @@ class CallTracker:
     def detach(self) -> None:
         """Stop listening; safe to call twice."""
         self._root.clear()  # a forward cut short would keep its locals alive
+        self._root_end.release()
         while self._handles:
             self._handles.pop().remove()
         if self._pre_hook_id is not None:
@@ -203,6 +205,7 @@ class CallTracker:
         """A forward starts with the call of ``module`` (from ``caller``'s frame) at ``t``:
         its watch, its state, its inputs' nodes."""
         self._root.start(caller)
+        self._root_end.begin(module)
         self.forward_start = len(self.events.calls)
         self.in_forward = True
         self._notes = set()
@@ -225,6 +228,7 @@ class CallTracker:
         self.state.stack.clear()
         self.in_forward = False
         self._root.clear()
+        self._root_end.drop()
         self.on_end()
         return self.done
 
@@ -262,12 +266,8 @@ class CallTracker:
 
     def _module_post_hook(self, module: torch.nn.Module, args: tuple, kwargs: dict,
                           output: Any) -> None:
-        """The post-hook as a module's own hook, which PyTorch gives the keyword arguments
-        also when the forward raised (a global one is then given none)."""
-        if output is None and call_raised(_frame()):
-            self._post_hook(module, args, None)
-        else:
-            self._post_hook(module, args, kwargs, output)
+        """The post-hook as a module's own hook (torch 2.4's: see ``call_ended``)."""
+        call_ended(self._post_hook, module, args, kwargs, output, _frame())
 
     def _post_hook(self, module: torch.nn.Module, args: tuple, *rest: Any) -> None:
         entered = _now()  # the call ended as this hook began
@@ -294,6 +294,8 @@ class CallTracker:
                 if len(rest) == 1:  # raised before our pre-hook ran (a user's global one
                     return  # raised first): a call that never began for the recorder
                 raise unnested_error(module_index, stack, calls, state.table)
+            if len(stack) == 1 and self._root_end.pending is not None:
+                return  # the model's own hooks run next: the forward ends after them
             index = stack.pop()
             call = calls[index]
             call.t_end = t

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from types import FrameType
+from typing import Any, Callable
 
-__all__ = ["OwnHook", "inert_hook"]
+import torch
+
+from torchgraphrec._torch import call_raised
+
+__all__ = ["OwnHook", "call_ended", "inert_hook"]
 
 
 def inert_hook(*args: Any, **kwargs: Any) -> None:
@@ -46,3 +51,22 @@ class OwnHook(functools.partial):
 
 def _inert() -> Any:
     return inert_hook
+
+
+def call_ended(on_end: Callable[..., None], module: torch.nn.Module, args: tuple, kwargs: dict,
+               output: Any, hook_frame: FrameType) -> None:
+    """Hand ``on_end`` the end of a call, from a module's own ``always_call`` forward hook
+    (with keyword arguments) running in ``hook_frame``, as torch hands a global one:
+    ``(module, args, kwargs, output)``, or ``(module, args, None)`` where the call is
+    unwinding an exception (raised by its forward or a hook that ran before).
+
+    >>> import sys
+    >>> ends = []
+    >>> call_ended(lambda *end: ends.append(len(end)), None, (), {}, 1, sys._getframe())
+    >>> ends
+    [4]
+    """
+    if call_raised(hook_frame):
+        on_end(module, args, None)
+    else:
+        on_end(module, args, kwargs, output)
