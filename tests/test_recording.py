@@ -20,6 +20,7 @@ import torch
 import torchgraphrec as tgr
 from helpers import assert_same_tensors, fresh, hook_state, nodes_of, run_plain
 from models import ZOO, ChainOps, Raising
+from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS
 from torchgraphrec.capture.saved import UNREADABLE_HOOKS
 from torchgraphrec.recording import backward_loss
 
@@ -521,6 +522,109 @@ def test_a_raising_hook_on_the_model_itself_is_noted_and_leaves_nothing() -> Non
     assert caught.value.__notes__ == ["torchgraphrec: raised in the call of '<root>' "
                                       "(Sequential, call_index 0)"]
     assert hook_state(model) == before
+
+
+def _recorded_names(graph: nx.DiGraph) -> list[str]:
+    ops = sorted(nodes_of(graph, "op").values(), key=lambda attrs: attrs["seq"])
+    return [attrs["name"] for attrs in ops]
+
+
+class _CallsItself(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, depth: int = 1) -> torch.Tensor:
+        y = self.lin(x)
+        if depth:
+            y = self(y, depth - 1)
+        return y * 3
+
+
+def test_a_model_calling_itself_ends_its_forward_after_its_own_outer_hook() -> None:
+    model = _CallsItself()
+    model.register_forward_hook(lambda module, args, output: output + 1)
+    x = torch.randn(2, 4)
+    with _OpNames() as plain:
+        expected = model(x)
+    recording = tgr.record(model, x)
+    assert torch.equal(recording.output, expected)
+    assert _recorded_names(recording.graph) == plain.names == \
+        ["linear", "linear", "mul", "add", "mul", "add"]  # the inner call's hook, the outer's
+
+
+def test_a_call_in_another_thread_does_not_end_the_recorded_forward() -> None:
+    import threading
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    recording_thread = threading.get_ident()
+    in_hook, other_done = threading.Event(), threading.Event()
+
+    def hook(module: torch.nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
+        if threading.get_ident() == recording_thread and not other_done.is_set():
+            in_hook.set()  # the other thread's call runs while this forward is open
+            other_done.wait(10)
+        return output * 2
+
+    def other() -> None:
+        in_hook.wait(10)
+        model(torch.randn(1, 4))
+        other_done.set()
+
+    model.register_forward_hook(hook)
+    thread = threading.Thread(target=other)
+    thread.start()
+    recording = tgr.record(model, torch.randn(2, 4))
+    thread.join()
+    assert other_done.is_set()
+    assert _recorded_names(recording.graph) == ["linear", "relu", "mul"]
+    (output,) = recording.graph.nodes["layer:#0"]["outputs"]
+    assert recording.graph.nodes[output]["shape"] == (2, 4)
+
+
+def test_a_pre_hook_clearing_the_models_hooks_leaves_the_forward_ended_as_it_returned() -> None:
+    if not GLOBAL_FORWARD_HOOKS_TAKE_KWARGS:
+        pytest.skip("global hooks take no keyword arguments (torch 2.4): the recorder's "
+                    "post-hooks are the modules' own there, which the user's pre-hook clears")
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    model.register_forward_hook(lambda module, args, output: output * 2)
+    model.register_forward_pre_hook(lambda module, args: module._forward_hooks.clear())
+    graph = tgr.record(model, torch.randn(2, 4)).graph
+    assert _recorded_names(graph) == ["linear", "relu"]
+    (output,) = graph.nodes["layer:#0"]["outputs"]
+    assert graph.nodes[output]["role"] == "output"
+
+
+class _RaisingForward(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.lin(x)
+        raise KeyError("the forward's own")
+
+
+def test_a_one_shot_always_call_hook_on_a_raising_model_keeps_the_users_error() -> None:
+    if not GLOBAL_FORWARD_HOOKS_TAKE_KWARGS:
+        pytest.skip("global hooks take no keyword arguments (torch 2.4): the recorder's "
+                    "post-hooks are the modules' own there, after the user's")
+    model = _RaisingForward()
+    handle = model.register_forward_hook(lambda *_: handle.remove(), always_call=True)
+    with pytest.raises(KeyError, match="the forward's own") as caught:
+        tgr.record(model, torch.randn(2, 4))
+    assert caught.value.__context__ is None  # no "OrderedDict mutated during iteration"
+    assert len(caught.value.__notes__) == 1
+    assert not model._forward_hooks
+
+
+def test_a_first_graph_recorder_around_another_keeps_a_raising_forwards_error() -> None:
+    model = _RaisingForward()
+    with tgr.Recorder(model, graph="first"), tgr.Recorder(model):
+        with pytest.raises(KeyError, match="the forward's own") as caught:
+            model(torch.randn(2, 4))
+    assert caught.value.__context__ is None  # no "OrderedDict mutated during iteration"
+    assert hook_state(model) == hook_state(_RaisingForward())
 
 
 def test_backward_of_a_strided_nested_output_is_the_sum_of_its_elements() -> None:

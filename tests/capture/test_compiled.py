@@ -58,6 +58,11 @@ class _Model(torch.nn.Module):
         return self.head(self.linear(x)) + 1
 
 
+class _Raising(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise KeyError("in forward")
+
+
 @pytest.fixture(autouse=True)
 def quiet_dynamo() -> Iterator[None]:
     with warnings.catch_warnings():  # dynamo's about global hooks and perf_counter_ns
@@ -104,15 +109,11 @@ def test_the_compiler_stance_is_as_it_was_also_when_the_forward_raises() -> None
         pytest.skip("torch before 2.6 takes no stance")
     from torch._dynamo import eval_frame
 
-    class Raising(torch.nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            raise KeyError("in forward")
-
     before = eval_frame._stance
     with torch.compiler.set_stance("eager_on_recompile"):
         during = eval_frame._stance
         with pytest.raises(KeyError, match="in forward"):
-            tgr.record(Raising(), torch.ones(1))
+            tgr.record(_Raising(), torch.ones(1))
         assert eval_frame._stance == during
     assert eval_frame._stance == before
 
@@ -122,13 +123,22 @@ def test_nested_recorders_leave_the_stance_as_it_was_whichever_ends_first() -> N
         pytest.skip("torch before 2.6 takes no stance")
     from torch._dynamo import eval_frame
 
-    class Raising(torch.nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            raise KeyError("in forward")
-
-    model, before = Raising(), eval_frame._stance
+    model, before = _Raising(), eval_frame._stance
     # a raising forward ends the outer recorder's first: its hooks were registered first
     with pytest.raises(KeyError, match="in forward"):
         with tgr.Recorder(model):
             tgr.record(model, torch.ones(1))
     assert eval_frame._stance == before
+
+
+def test_a_recording_begun_inside_a_compiled_function_records_eagerly() -> None:
+    # torch takes no stance inside a compiled function's frame: the recorder sets none
+    if not SETS_STANCE:
+        pytest.skip("before torch 2.6 dynamo traces into the recorder there (troubleshooting)")
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    shifted = torch.compile(lambda x: model(x) + 1, backend="eager")
+    x = torch.randn(2, 4)
+    with tgr.Recorder(model) as recorder:
+        out = shifted(x)
+    assert torch.equal(out, model(x) + 1)
+    assert _op_names(recorder.graph) == ["linear", "relu"]

@@ -54,7 +54,10 @@ class compiled_code_eager:  # noqa: N801 (used like a function: ``with compiled_
         cls = type(self)
         with cls._lock:
             if cls._depth == 0:
-                cls._before = torch.compiler.set_stance("force_eager")  # set as it is made
+                try:
+                    cls._before = torch.compiler.set_stance("force_eager")  # set as made
+                except RuntimeError:  # a recording begun inside a compiled function's
+                    return  # frame, where torch takes no stance: as without one
             cls._depth += 1
         self._entered = True
 

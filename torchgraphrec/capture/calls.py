@@ -86,7 +86,7 @@ class CallTracker:
         self._notes: set[str] = set()
         #: where the forward's top-level call runs; a forward cut short ends as it goes
         self._root = RootCall(weak_method(self._ended_unseen))  # no cycle with it
-        self._root_end = RootEnd(weak_method(self._post_hook))
+        self._root_end = RootEnd(weak_method(self._post_hook), GLOBAL_FORWARD_HOOKS_TAKE_KWARGS)
         # what reaching a hook costs (see Clock): a quarter of it is spent before the hook
         # runs, half around it, as read once here rather than in every hook
         self._quarter = state.clock.costs.call >> 2
@@ -294,7 +294,8 @@ class CallTracker:
                 if len(rest) == 1:  # raised before our pre-hook ran (a user's global one
                     return  # raised first): a call that never began for the recorder
                 raise unnested_error(module_index, stack, calls, state.table)
-            if len(stack) == 1 and self._root_end.pending is not None:
+            if len(stack) == 1 and self._root_end.pending is not None and \
+                    self._root_end.defers(module, len(rest) > 1):
                 return  # the model's own hooks run next: the forward ends after them
             index = stack.pop()
             call = calls[index]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import networkx as nx
@@ -207,9 +208,13 @@ class Capture:
         self._finish()
         if self.first_only:
             self.tracker.done = True
-            # nothing more to record: the later forwards (a training run's) run unhooked
-            self.tracker.detach()
             self.growth.detach()
+            # nothing more to record: the later forwards (a training run's) run unhooked.
+            # Not while an exception is handled: torch may be walking the live table of
+            # global hooks to unwind a raising forward, which our hooks leaving would turn
+            # into an error of their own (they do nothing once done, and go at stop())
+            if sys.exc_info()[1] is None:
+                self.tracker.detach()
 
     def _finish(self) -> None:
         try:

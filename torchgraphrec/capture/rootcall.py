@@ -3,13 +3,14 @@ where it ends after the module's own forward hooks."""
 
 from __future__ import annotations
 
+import threading
 import weakref
 from types import FrameType
 from typing import Any, Callable, Optional
 
 import torch
 
-from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS, call_token, current_frame
+from torchgraphrec._torch import call_token, current_frame
 from torchgraphrec.capture.ownhooks import OwnHook, call_ended
 
 __all__ = ["RootCall", "RootEnd"]
@@ -77,43 +78,63 @@ class RootEnd:
     PyTorch runs the global forward hooks, the recorder's among them, before a module's
     own; a hook of the user's on the model itself may then run ops and return another
     output. For such a call a hook of the recorder's own goes on the module last, and
-    ``on_end(module, args, kwargs, output, raised)`` ends the call there, with the output
-    the call returns. The hook stays registered until the next forward begins or
-    :meth:`release`: where a hook raised, torch goes on through the module's live table
-    of hooks, which no hook may change meanwhile.
+    where the call returned, the global hook :meth:`defers` to it: it hands ``on_end`` the
+    call's end with the output the call returns, as torch hands a global hook one (see
+    ``call_ended``). Where the forward raised, the global hook ends the call and the hook
+    comes off at once, before torch walks the module's live table of hooks (a hook of the
+    user's may take itself off there, which a hook after it would turn into an error).
+    Otherwise it comes off as the next forward begins, or at :meth:`release`. Not
+    ``wanted`` where the recorder's post-hooks are each module's own, registered after the
+    user's (before torch's global hooks took keyword arguments).
 
     >>> ended = []
     >>> model = torch.nn.Identity()
     >>> _ = model.register_forward_hook(lambda module, args, output: output * 2)
     >>> end = RootEnd(lambda module, args, *rest: ended.append(rest[-1]))
     >>> end.begin(model)
+    >>> end.defers(model, returned=True)  # as the global hook would
+    True
     >>> model(torch.ones(1)), ended
     (tensor([2.]), [tensor([2.])])
     >>> end.release(); len(model._forward_hooks)
     1
     """
 
-    __slots__ = ("pending", "_spent", "_on_end")
+    __slots__ = ("pending", "_deferred", "_thread", "_spent", "_on_end", "_wanted")
 
-    def __init__(self, on_end: Callable[..., None]) -> None:
-        self.pending: Optional[Any] = None  # the handle of the hook this forward ends in
+    def __init__(self, on_end: Callable[..., None], wanted: bool = True) -> None:
+        self.pending: Optional[Any] = None  # the handle of the hook this forward may end in
+        self._deferred = False  # the global hook left the end to it
+        self._thread = -1
         self._spent: list[Any] = []
         self._on_end = on_end
+        self._wanted = wanted
 
     def begin(self, module: torch.nn.Module) -> None:
-        """A forward's top-level call of ``module`` begins."""
+        """A forward's top-level call of ``module`` begins (on the recording thread)."""
         self.release()
-        # before torch takes keyword arguments in global hooks, a hook of the recorder's
-        # own on every module ends its calls, registered after the user's
-        if GLOBAL_FORWARD_HOOKS_TAKE_KWARGS and module._forward_hooks:
+        if self._wanted and module._forward_hooks:
+            self._thread = threading.get_ident()
             self.pending = module.register_forward_hook(OwnHook(self._ended),
                                                         with_kwargs=True, always_call=True)
+
+    def defers(self, module: torch.nn.Module, returned: bool) -> bool:
+        """Whether the top-level call of ``module`` ends in the hook, not in the global
+        hook asking: where it returned and the hook is still on the module (a hook of the
+        user's may have cleared the table)."""
+        handle, self.pending = self.pending, None
+        if returned and handle.id in module._forward_hooks:
+            self.pending, self._deferred = handle, True
+            return True
+        handle.remove()
+        return False
 
     def drop(self) -> None:
         """The forward ended otherwise (cut short): its hook ends nothing."""
         if self.pending is not None:
             self._spent.append(self.pending)
             self.pending = None
+        self._deferred = False
 
     def release(self) -> None:
         """Take the hooks off the modules."""
@@ -122,7 +143,9 @@ class RootEnd:
             self._spent.pop().remove()
 
     def _ended(self, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-        if self.pending is None:
+        # only the deferred call: not one of the model calling itself inside it, nor a call
+        # in another thread
+        if not self._deferred or threading.get_ident() != self._thread:
             return
         self.drop()
         call_ended(self._on_end, module, args, kwargs, output, _frame())
