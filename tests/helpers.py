@@ -44,6 +44,13 @@ def assert_same_tensors(left: Any, right: Any) -> None:
         assert torch.equal(a, b)
 
 
+def _compiler_stance() -> Any:
+    """torch.compile's stance (``None`` before dynamo is imported, or before torch 2.6)."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    stance = getattr(eval_frame, "_stance", None)
+    return None if stance is None else stance.stance
+
+
 def hook_state(model: torch.nn.Module) -> dict[str, Any]:
     """Everything a recorder could leave behind on ``model`` or in torch's global state."""
     per_module = {}
@@ -68,6 +75,7 @@ def hook_state(model: torch.nn.Module) -> dict[str, Any]:
         "mode_stacks": (torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack()),
         "gc_enabled": gc.isenabled(),
         "recursion_limit": sys.getrecursionlimit(),
+        "compiler_stance": _compiler_stance(),
         "saved_tensor_hooks": top_saved_tensor_hooks() if SAVED_TENSOR_HOOKS_READABLE else None,
         "params": [(n, p.requires_grad, p.device) for n, p in model.named_parameters()],
     }

@@ -64,10 +64,12 @@ class compiled_code_eager:  # noqa: N801 (used like a function: ``with compiled_
     def __exit__(self, *exc_info: object) -> None:
         if not self._entered:
             return
-        self._entered = False
         cls = type(self)
         with cls._lock:
+            if cls._depth == 1:
+                # first, so that where it fails (out of stack, deep in a model) nothing
+                # has changed, and leaving again restores it
+                cls._before.__exit__(None, None, None)
+                cls._before = None
             cls._depth -= 1
-            if cls._depth == 0:
-                before, cls._before = cls._before, None
-                before.__exit__(None, None, None)
+        self._entered = False

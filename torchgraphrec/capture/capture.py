@@ -242,10 +242,10 @@ class Capture:
 
     def _resume(self) -> None:
         """The collector and the recursion limit as they were before the forward."""
+        self._eager.__exit__()  # (nothing where not entered; a failed leaving may try again)
         if self._gc is not None:
             self._gc.__exit__()
             self._gc = None
-            self._eager.__exit__()
         if self._headroom is not None:
             self._headroom.__exit__()
             if self._headroom.restored:
