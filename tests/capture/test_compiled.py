@@ -63,6 +63,11 @@ class _Raising(torch.nn.Module):
         raise KeyError("in forward")
 
 
+# torch 2.4's dynamo, which takes no stance, leaves is_in_torch_dispatch_mode() true for the
+# rest of the process (its FakeTensorMode does, with no recorder), which later tests read
+pytestmark = pytest.mark.skipif(not SETS_STANCE, reason="torch before 2.6 takes no stance")
+
+
 @pytest.fixture(autouse=True)
 def quiet_dynamo() -> Iterator[None]:
     with warnings.catch_warnings():  # dynamo's about global hooks and perf_counter_ns
@@ -91,12 +96,10 @@ def test_compiled_code_is_recorded_op_by_op_and_stays_compiled(compiled: str) ->
         _head(expected)
     recording = tgr.record(model, x)
     assert torch.equal(recording.output, expected)
-    if SETS_STANCE:  # before torch 2.6 (no stance) dynamo runs what it compiled with the
-        # recorder's mode in it: the graph also has its frames' calls (empty_strided)
-        # the graph's ops are the eager code's: left compiled, dynamo compiled it again with
-        # the recorder's op mode in it and named every op after the mode's first (mul)
-        assert _op_names(recording.graph) == [*plain.names, "add"]
-        assert backend.runs == 2
+    # the graph's ops are the eager code's: left compiled, dynamo compiled it again with
+    # the recorder's op mode in it and named every op after the mode's first (mul)
+    assert _op_names(recording.graph) == [*plain.names, "add"]
+    assert backend.runs == 2
     runs = backend.runs
     model(x)
     model(x)
@@ -105,8 +108,6 @@ def test_compiled_code_is_recorded_op_by_op_and_stays_compiled(compiled: str) ->
 
 
 def test_the_compiler_stance_is_as_it_was_also_when_the_forward_raises() -> None:
-    if not SETS_STANCE:
-        pytest.skip("torch before 2.6 takes no stance")
     from torch._dynamo import eval_frame
 
     before = eval_frame._stance
@@ -119,8 +120,6 @@ def test_the_compiler_stance_is_as_it_was_also_when_the_forward_raises() -> None
 
 
 def test_nested_recorders_leave_the_stance_as_it_was_whichever_ends_first() -> None:
-    if not SETS_STANCE:
-        pytest.skip("torch before 2.6 takes no stance")
     from torch._dynamo import eval_frame
 
     model, before = _Raising(), eval_frame._stance
@@ -133,8 +132,6 @@ def test_nested_recorders_leave_the_stance_as_it_was_whichever_ends_first() -> N
 
 def test_a_recording_begun_inside_a_compiled_function_records_eagerly() -> None:
     # torch takes no stance inside a compiled function's frame: the recorder sets none
-    if not SETS_STANCE:
-        pytest.skip("before torch 2.6 dynamo traces into the recorder there (troubleshooting)")
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
     shifted = torch.compile(lambda x: model(x) + 1, backend="eager")
     x = torch.randn(2, 4)
