@@ -95,6 +95,25 @@ class Tripled(torch.autograd.Function):
         return grad * ctx.saved_tensors[0]
 
 
+class OpNames(torch.overrides.TorchFunctionMode):
+    """The names of the torch-level calls a plain run makes, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        self.names.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def op_names(graph: nx.DiGraph) -> list[str]:
+    """The names of a recording's op nodes, in the order they ran."""
+    ops = sorted(nodes_of(graph, "op").values(), key=lambda attrs: attrs["seq"])
+    return [attrs["name"] for attrs in ops]
+
+
 def nodes_of(graph: nx.DiGraph, kind: str) -> dict[str, dict]:
     """The nodes of one kind, with their attributes."""
     return {node: attrs for node, attrs in graph.nodes(data=True) if attrs["kind"] == kind}

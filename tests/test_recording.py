@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import torchgraphrec as tgr
-from helpers import assert_same_tensors, fresh, hook_state, nodes_of, run_plain
+from helpers import OpNames, assert_same_tensors, fresh, hook_state, nodes_of, op_names, run_plain
 from models import ZOO, ChainOps, Raising
 from torchgraphrec._torch import GLOBAL_FORWARD_HOOKS_TAKE_KWARGS
 from torchgraphrec.capture.saved import UNREADABLE_HOOKS
@@ -466,18 +466,6 @@ def test_the_models_own_hooks_still_run_in_order() -> None:
     assert len(model[0]._forward_hooks) == len(model[0]._forward_pre_hooks) == 1
 
 
-class _OpNames(torch.overrides.TorchFunctionMode):
-    """The names of the ops a plain run calls."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-        self.names.append(func.__name__)
-        return func(*args, **(kwargs or {}))
-
-
 def _summed(module: torch.nn.Module, args: tuple, *rest: object) -> torch.Tensor:
     return rest[-1].sum(-1, keepdim=True).double()  # (output) or (kwargs, output)
 
@@ -491,7 +479,7 @@ def test_a_forward_hook_on_the_model_itself_is_part_of_its_forward(way: str,
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
     model.register_forward_hook(_summed, **options)
     x = torch.randn(2, 4)
-    with _OpNames() as plain:
+    with OpNames() as plain:
         expected = model(x)
     before = hook_state(model)
     if way == "record":
@@ -524,11 +512,6 @@ def test_a_raising_hook_on_the_model_itself_is_noted_and_leaves_nothing() -> Non
     assert hook_state(model) == before
 
 
-def _recorded_names(graph: nx.DiGraph) -> list[str]:
-    ops = sorted(nodes_of(graph, "op").values(), key=lambda attrs: attrs["seq"])
-    return [attrs["name"] for attrs in ops]
-
-
 class _CallsItself(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -545,11 +528,11 @@ def test_a_model_calling_itself_ends_its_forward_after_its_own_outer_hook() -> N
     model = _CallsItself()
     model.register_forward_hook(lambda module, args, output: output + 1)
     x = torch.randn(2, 4)
-    with _OpNames() as plain:
+    with OpNames() as plain:
         expected = model(x)
     recording = tgr.record(model, x)
     assert torch.equal(recording.output, expected)
-    assert _recorded_names(recording.graph) == plain.names == \
+    assert op_names(recording.graph) == plain.names == \
         ["linear", "linear", "mul", "add", "mul", "add"]  # the inner call's hook, the outer's
 
 
@@ -577,7 +560,7 @@ def test_a_call_in_another_thread_does_not_end_the_recorded_forward() -> None:
     recording = tgr.record(model, torch.randn(2, 4))
     thread.join()
     assert other_done.is_set()
-    assert _recorded_names(recording.graph) == ["linear", "relu", "mul"]
+    assert op_names(recording.graph) == ["linear", "relu", "mul"]
     (output,) = recording.graph.nodes["layer:#0"]["outputs"]
     assert recording.graph.nodes[output]["shape"] == (2, 4)
 
@@ -590,7 +573,7 @@ def test_a_pre_hook_clearing_the_models_hooks_leaves_the_forward_ended_as_it_ret
     model.register_forward_hook(lambda module, args, output: output * 2)
     model.register_forward_pre_hook(lambda module, args: module._forward_hooks.clear())
     graph = tgr.record(model, torch.randn(2, 4)).graph
-    assert _recorded_names(graph) == ["linear", "relu"]
+    assert op_names(graph) == ["linear", "relu"]
     (output,) = graph.nodes["layer:#0"]["outputs"]
     assert graph.nodes[output]["role"] == "output"
 

@@ -7,9 +7,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
 
 import torchgraphrec as tgr
+from helpers import OpNames, op_names
 from torchgraphrec._torch import SETS_STANCE
 
 
@@ -24,19 +24,6 @@ class _Counting:
             self.runs += 1
             return graph.forward(*args)
         return run
-
-
-class _Names(TorchFunctionMode):
-    """The names of the ops a plain, eager run calls."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (),
-                           kwargs: dict | None = None) -> Any:
-        self.names.append(func.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 def _head(x: torch.Tensor) -> torch.Tensor:
@@ -76,12 +63,6 @@ def quiet_dynamo() -> Iterator[None]:
     torch._dynamo.reset()  # each test compiles afresh
 
 
-def _op_names(graph: Any) -> list[str]:
-    ops = sorted((attrs for _, attrs in graph.nodes(data=True) if attrs["kind"] == "op"),
-                 key=lambda attrs: attrs["seq"])
-    return [attrs["name"] for attrs in ops]
-
-
 @pytest.mark.parametrize("compiled", ["module", "function"])
 def test_compiled_code_is_recorded_op_by_op_and_stays_compiled(compiled: str) -> None:
     backend = _Counting()
@@ -91,14 +72,14 @@ def test_compiled_code_is_recorded_op_by_op_and_stays_compiled(compiled: str) ->
     expected = model(x)
     model(x)
     assert backend.runs == 2
-    with _Names() as plain:
+    with OpNames() as plain:
         torch.nn.Linear.forward(model.linear, x)  # the eager code, as the model means it
         _head(expected)
     recording = tgr.record(model, x)
     assert torch.equal(recording.output, expected)
     # the graph's ops are the eager code's: left compiled, dynamo compiled it again with
     # the recorder's op mode in it and named every op after the mode's first (mul)
-    assert _op_names(recording.graph) == [*plain.names, "add"]
+    assert op_names(recording.graph) == [*plain.names, "add"]
     assert backend.runs == 2
     runs = backend.runs
     model(x)
@@ -138,4 +119,4 @@ def test_a_recording_begun_inside_a_compiled_function_records_eagerly() -> None:
     with tgr.Recorder(model) as recorder:
         out = shifted(x)
     assert torch.equal(out, model(x) + 1)
-    assert _op_names(recorder.graph) == ["linear", "relu"]
+    assert op_names(recorder.graph) == ["linear", "relu"]
